@@ -1,0 +1,39 @@
+# Tandem: the two commands a newcomer needs are `make demo` and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export TANDEM_VENV := $(abspath $(VENV))
+
+.PHONY: demo test bench lint install services migrate stop
+
+install:
+	@deploy/dev.sh install
+
+services:
+	@deploy/dev.sh services
+
+migrate: install services
+	@$(PY) manage.py migrate --noinput -v 0
+
+## demo: install what is missing, start every service, seed a demo project, print the URL and logins
+demo: migrate
+	@$(PY) manage.py seed_demo
+	@deploy/dev.sh start
+	@echo ""
+	@echo "Tandem is running at http://127.0.0.1:$${TANDEM_PORT:-8000}/  (API docs: /api/docs/, admin: /admin/)"
+	@echo "Stop it with: make stop"
+
+## test: install what is missing, start services if needed, run every test
+test: install services
+	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/mypy
+	@$(VENV)/bin/pytest
+
+## bench: run the benchmarks, print a table, write bench-results.json
+bench: install services
+	@$(PY) -m tests.bench
+
+lint: install
+	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy
+
+stop:
+	@deploy/dev.sh stop

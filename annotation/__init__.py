@@ -1,0 +1,1 @@
+"""Where people and data meet: projects, task queues, episodes, steps, reviews, dataset exports."""

@@ -1,0 +1,271 @@
+"""The annotation API: thin views that check permission, validate, call one function, return."""
+
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, Prefetch, QuerySet
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from annotation import access, importer, queue, reviews
+from annotation.models import Episode, Membership, Project, Step, Task
+from annotation.serializers import (
+    AssignSerializer,
+    ClaimRequestSerializer,
+    ClaimSerializer,
+    EpisodeDetailSerializer,
+    EpisodeSerializer,
+    ImportUploadSerializer,
+    LeaseSerializer,
+    MembershipSerializer,
+    ProjectSerializer,
+    ReviewSerializer,
+    TaskDetailSerializer,
+    TaskSelectionSerializer,
+    TaskSerializer,
+)
+from backend.accounts.roles import Capability, Role
+from backend.errors import DomainError
+
+
+class UploadTooLarge(DomainError):
+    status_code = 413
+    code = "too_large"
+
+
+class RawTaskFileParser(JSONParser):
+    """Lets the import endpoint take a JSON or JSONL body as it is; the importer parses it."""
+
+    media_type = "application/x-ndjson"
+
+
+class ProjectViewSet(viewsets.ModelViewSet):
+    serializer_class = ProjectSerializer
+    token_resource = "projects"
+    search_fields = ["name", "description"]
+    ordering_fields = ["name", "created_at"]
+
+    def get_queryset(self) -> QuerySet[Project]:
+        user = self.request.user
+        return access.visible_projects(user).prefetch_related("memberships").distinct()
+
+    def perform_create(self, serializer: ProjectSerializer) -> None:
+        user = self.request.user
+        if not (user.is_superuser or user.can_create_projects):
+            raise PermissionDenied("Only project managers may create projects.")
+        with transaction.atomic():
+            project = serializer.save(created_by=user)
+            Membership.objects.create(project=project, user=user, role=Role.MANAGER)
+
+    def perform_update(self, serializer: ProjectSerializer) -> None:
+        access.require(self.request.user, serializer.instance, Capability.MANAGE_TASKS)
+        serializer.save()
+
+    def perform_destroy(self, instance: Project) -> None:
+        access.require(self.request.user, instance, Capability.MANAGE_TASKS)
+        instance.delete()
+
+    def _managed(self) -> Project:
+        project = self.get_object()
+        access.require(self.request.user, project, Capability.MANAGE_TASKS)
+        return project
+
+    @extend_schema(
+        request={"multipart/form-data": ImportUploadSerializer, "application/json": dict},
+        responses={201: dict},
+        description=(
+            "Import tasks from a JSON or JSONL file (multipart field `file`) or from the request "
+            "body. The file is imported whole or not at all; errors list every bad row."
+        ),
+    )
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path="import",
+        parser_classes=[MultiPartParser, FormParser, RawTaskFileParser, JSONParser],
+    )
+    def import_tasks(self, request: Request, pk: str) -> Response:
+        project = self._managed()
+        limit = settings.TANDEM_IMPORT_MAX_BYTES
+        too_large = UploadTooLarge(f"Task files may be at most {limit // (1024 * 1024)} MB.")
+        if int(request.META.get("CONTENT_LENGTH") or 0) > limit + 64 * 1024:
+            raise too_large
+        upload = (
+            request.FILES.get("file") if request.content_type.startswith("multipart/") else None
+        )
+        if upload is not None:
+            if upload.size > limit:
+                raise too_large
+            data, filename = upload.read(), upload.name or ""
+        else:
+            data = request.body
+            filename = "body.jsonl" if "ndjson" in request.content_type else "body.json"
+        report = importer.import_tasks(project, data, filename, request.user)
+        return Response(report.as_dict(), status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=AssignSerializer, responses={200: dict})
+    @action(detail=True, methods=["post"])
+    def assign(self, request: Request, pk: str) -> Response:
+        project = self._managed()
+        body = AssignSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        assignee = body.validated_data["assignee"]
+        if (
+            not access.projects_where(assignee, Capability.WORK_QUEUE)
+            .filter(pk=project.pk)
+            .exists()
+        ):
+            raise PermissionDenied(f"{assignee.username} is not an annotator of this project.")
+        tasks = self._selected(project, body.validated_data["task_ids"])
+        count = queue.assign_tasks(tasks, assignee, request.user)
+        return Response({"assigned": count, "assignee": assignee.username})
+
+    @extend_schema(request=TaskSelectionSerializer, responses={200: dict})
+    @action(detail=True, methods=["post"])
+    def unassign(self, request: Request, pk: str) -> Response:
+        project = self._managed()
+        body = TaskSelectionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        tasks = self._selected(project, body.validated_data["task_ids"])
+        count = queue.unassign_tasks(tasks, request.user)
+        return Response({"unassigned": count, "left_alone": len(tasks) - count})
+
+    def _selected(self, project: Project, ids: list[int]) -> list[Task]:
+        tasks = list(Task.objects.filter(project=project, pk__in=ids))
+        missing = sorted(set(ids) - {t.pk for t in tasks})
+        if missing:
+            raise DomainError(f"These tasks are not in project {project.pk}: {missing[:20]}")
+        return tasks
+
+    @extend_schema(responses={200: dict})
+    @action(detail=True, methods=["get"])
+    def progress(self, request: Request, pk: str) -> Response:
+        project = self.get_object()
+        user = request.user
+        if not access.projects_where(user, Capability.VIEW_EPISODES).filter(pk=project.pk).exists():
+            access.require(user, project, Capability.MANAGE_TASKS)
+        counts = dict(project.tasks.values_list("status").annotate(n=Count("id")).order_by())
+        return Response({"project": project.pk, "tasks_by_status": counts})
+
+
+class MembershipViewSet(
+    mixins.ListModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    serializer_class = MembershipSerializer
+    token_resource = "projects"
+    filterset_fields = ["project", "role"]
+
+    def get_queryset(self) -> QuerySet[Membership]:
+        managed = access.projects_where(self.request.user, Capability.MANAGE_TASKS)
+        return Membership.objects.filter(project__in=managed).select_related("user")
+
+    def perform_create(self, serializer: MembershipSerializer) -> None:
+        project = serializer.validated_data["project"]
+        access.require(self.request.user, project, Capability.MANAGE_TASKS)
+        serializer.save()
+
+
+class TaskViewSet(viewsets.ReadOnlyModelViewSet):
+    token_resource = "tasks"
+    filterset_fields = ["project", "status", "assignee__username", "priority"]
+    search_fields = ["instruction", "external_id"]
+    ordering_fields = ["priority", "created_at", "updated_at", "id"]
+
+    def get_queryset(self) -> QuerySet[Task]:
+        tasks = access.visible_tasks(self.request.user).select_related("assignee")
+        if self.action == "retrieve":
+            tasks = tasks.prefetch_related("events__actor", "events__assignee")
+        return tasks
+
+    def get_serializer_class(self) -> type[TaskSerializer]:
+        return TaskDetailSerializer if self.action == "retrieve" else TaskSerializer
+
+    @extend_schema(request=ClaimRequestSerializer, responses={200: ClaimSerializer})
+    @action(detail=False, methods=["post"])
+    def claim(self, request: Request) -> Response:
+        body = ClaimRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        projects = access.projects_where(request.user, Capability.WORK_QUEUE)
+        if "project" in body.validated_data:
+            project = get_object_or_404(
+                access.visible_projects(request.user), pk=body.validated_data["project"]
+            )
+            access.require(request.user, project, Capability.WORK_QUEUE)
+            projects = Project.objects.filter(pk=project.pk)
+        elif not projects.exists():
+            raise PermissionDenied("You are not an annotator of any project.")
+        claim = queue.claim_next_task(request.user, projects)
+        return Response(ClaimSerializer(claim).data)
+
+    def _lease_action(self, request: Request, pk: str, operation: Callable[..., Any]) -> Any:
+        body = LeaseSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        task = self.get_object()
+        return operation(task.pk, body.validated_data["lease_id"], request.user)
+
+    @extend_schema(request=LeaseSerializer, responses={200: dict})
+    @action(detail=True, methods=["post"])
+    def heartbeat(self, request: Request, pk: str) -> Response:
+        expires = self._lease_action(request, pk, queue.heartbeat)
+        return Response({"lease_expires_at": expires})
+
+    @extend_schema(request=LeaseSerializer, responses={200: TaskSerializer})
+    @action(detail=True, methods=["post"])
+    def release(self, request: Request, pk: str) -> Response:
+        return Response(TaskSerializer(self._lease_action(request, pk, queue.release_task)).data)
+
+    @extend_schema(request=LeaseSerializer, responses={200: TaskSerializer})
+    @action(detail=True, methods=["post"])
+    def submit(self, request: Request, pk: str) -> Response:
+        return Response(TaskSerializer(self._lease_action(request, pk, queue.submit_task)).data)
+
+
+class EpisodeViewSet(viewsets.ReadOnlyModelViewSet):
+    token_resource = "episodes"
+    filterset_fields = ["task", "task__project", "outcome", "annotator__username", "model_version"]
+    ordering_fields = ["started_at", "ended_at"]
+
+    def get_queryset(self) -> QuerySet[Episode]:
+        episodes = (
+            access.visible_episodes(self.request.user)
+            .select_related("annotator", "task")
+            .annotate(step_count=Count("steps"))
+        )
+        if self.action == "retrieve":
+            steps = Step.objects.select_related("observation", "decided_by").prefetch_related(
+                "proposals", "revisions__author"
+            )
+            episodes = episodes.prefetch_related(
+                Prefetch("steps", queryset=steps), "reviews__reviewer"
+            )
+        return episodes
+
+    def get_serializer_class(self) -> type[EpisodeSerializer]:
+        return EpisodeDetailSerializer if self.action == "retrieve" else EpisodeSerializer
+
+    @extend_schema(request=ReviewSerializer, responses={201: ReviewSerializer})
+    @action(detail=True, methods=["post"], url_path="reviews")
+    def review(self, request: Request, pk: str) -> Response:
+        episode = self.get_object()
+        access.require(request.user, episode.task.project, Capability.REVIEW)
+        body = ReviewSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        review = reviews.review_episode(
+            episode,
+            request.user,
+            body.validated_data["verdict"],
+            body.validated_data.get("first_wrong_step"),
+            body.validated_data.get("comment", ""),
+        )
+        return Response(ReviewSerializer(review).data, status=status.HTTP_201_CREATED)

@@ -1,0 +1,109 @@
+"""Seeds a demo project with tasks and one user per role, and prints the logins.
+
+Idempotent: running it again keeps what exists (and resets the demo users' passwords).
+"""
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from annotation import importer
+from annotation.models import Membership, Project
+from backend.accounts.models import User
+from backend.accounts.roles import Role
+
+DEMO_PASSWORD = "tandem-demo"
+DEMO_USERS = [
+    # username, role in the demo project (None: platform admin), full name
+    ("admin", None, "Ada Admin"),
+    ("manager", Role.MANAGER, "Mona Manager"),
+    ("annotator", Role.ANNOTATOR, "Ann Annotator"),
+    ("annotator2", Role.ANNOTATOR, "Arne Annotator"),
+    ("reviewer", Role.REVIEWER, "Rita Reviewer"),
+    ("engineer", Role.ENGINEER, "Emil Engineer"),
+]
+DEMO_TASKS = [
+    {
+        "id": "demo-text-editor",
+        "instruction": (
+            "Open the text editor, write 'Hello from Tandem' and save the file as "
+            "hello.txt in the home folder."
+        ),
+        "config": [{"type": "launch", "parameters": {"command": ["mousepad"]}}],
+        "related_apps": ["mousepad"],
+        "priority": 10,
+    },
+    {
+        "id": "demo-terminal",
+        "instruction": "In the terminal, list the files of the home folder sorted by size.",
+        "config": [{"type": "launch", "parameters": {"command": ["xterm"]}}],
+        "related_apps": ["xterm"],
+        "priority": 5,
+    },
+    {
+        "id": "demo-browser",
+        "instruction": "Open example.com in the browser and copy its title into a new text file.",
+        "config": [
+            {"type": "chrome_open_tabs", "parameters": {"urls_to_open": ["http://example.com"]}}
+        ],
+        "related_apps": ["chromium", "mousepad"],
+    },
+    {
+        "id": "demo-files",
+        "instruction": "Create a folder 'reports' in the home folder and move notes.txt into it.",
+        "config": [
+            {
+                "type": "execute",
+                "parameters": {"command": ["bash", "-c", "echo notes > ~/notes.txt"]},
+            },
+            {"type": "launch", "parameters": {"command": ["pcmanfm"]}},
+        ],
+        "related_apps": ["pcmanfm"],
+    },
+]
+
+
+class Command(BaseCommand):
+    help = "Create the demo project, its tasks and one user per role; print the logins."
+
+    @transaction.atomic
+    def handle(self, *args: Any, **options: Any) -> None:
+        users = {}
+        for username, role, full_name in DEMO_USERS:
+            first, last = full_name.split(" ", 1)
+            user, _ = User.objects.get_or_create(
+                username=username, defaults={"first_name": first, "last_name": last}
+            )
+            user.set_password(DEMO_PASSWORD)
+            user.is_superuser = user.is_staff = role is None
+            if role == Role.MANAGER:
+                user.is_staff = True
+                user.can_create_projects = True
+            user.save()
+            users[username] = (user, role)
+
+        project, _ = Project.objects.get_or_create(
+            name="Demo: desktop basics",
+            defaults={
+                "description": "Everyday desktop tasks to try the annotation loop.",
+                "guidelines": "Approve a step when it is what you would do; correct it otherwise.",
+                "created_by": users["manager"][0],
+            },
+        )
+        for user, role in users.values():
+            if role is not None:
+                Membership.objects.update_or_create(
+                    project=project, user=user, defaults={"role": role}
+                )
+        data = "\n".join(json.dumps(task) for task in DEMO_TASKS).encode()
+        report = importer.import_tasks(project, data, "demo.jsonl", users["manager"][0])
+
+        self.stdout.write(
+            f"Demo project '{project.name}': {len(report.created)} new task(s), "
+            f"{project.tasks.count()} in all."
+        )
+        self.stdout.write(f"Logins (password for all: {DEMO_PASSWORD}):")
+        for username, role, _ in DEMO_USERS:
+            self.stdout.write(f"  {username:<11} {role.value if role else 'admin (superuser)'}")

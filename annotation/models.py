@@ -1,0 +1,394 @@
+"""The domain model of annotation (design §2).
+
+Steps are append-only: once a step is decided its row is frozen (a PostgreSQL trigger refuses
+updates), and a review that changes it writes a ``StepRevision`` with its author.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from backend.accounts.roles import Role
+
+
+class Platform(models.TextChoices):
+    DESKTOP = "desktop"
+    WEB = "web"
+    ANDROID = "android"
+
+
+class Project(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    platform = models.CharField(max_length=16, choices=Platform.choices, default=Platform.DESKTOP)
+    environment_template = models.CharField(
+        max_length=100, default="default", help_text="Name of the desktop template tasks run on."
+    )
+    model_settings = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Proposer, endpoint, model name and version, sampling and prompt settings.",
+    )
+    guidelines = models.TextField(blank=True, help_text="What annotators should know (Markdown).")
+    default_max_steps = models.PositiveIntegerField(default=30)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=16, choices=[(r.value, r.value) for r in Role])
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "user"], name="one_role_per_project")
+        ]
+        ordering = ["project", "user"]
+
+    def __str__(self) -> str:
+        return f"{self.user} is {self.role} of {self.project}"
+
+
+class TaskStatus(models.TextChoices):
+    QUEUED = "queued"  # in the project pool
+    ASSIGNED = "assigned"  # waiting in one annotator's own queue
+    IN_PROGRESS = "in_progress"  # claimed: held by its assignee under a lease
+    SUBMITTED = "submitted"
+    REVIEWED = "reviewed"
+    REJECTED = "rejected"
+
+
+class Task(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tasks")
+    external_id = models.CharField(
+        max_length=200, help_text="The task's id in its source file; unique within the project."
+    )
+    instruction = models.TextField()
+    setup = models.JSONField(
+        default=list, blank=True, help_text="Setup steps, OSWorld style: [{type, parameters}]."
+    )
+    evaluator = models.JSONField(default=dict, blank=True)
+    related_apps = models.JSONField(default=list, blank=True)
+    source = models.JSONField(default=dict, blank=True, help_text="The row as it was imported.")
+    max_steps = models.PositiveIntegerField(default=30)
+    priority = models.IntegerField(default=0, help_text="Higher is claimed first.")
+    status = models.CharField(
+        max_length=16, choices=TaskStatus.choices, default=TaskStatus.QUEUED, db_index=True
+    )
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="assigned_tasks",
+    )
+    lease_id = models.UUIDField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claim_reason = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-priority", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "external_id"], name="task_id_unique_in_project"
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="in_progress")
+                | (
+                    Q(assignee__isnull=False)
+                    & Q(lease_id__isnull=False)
+                    & Q(lease_expires_at__isnull=False)
+                ),
+                name="task_in_progress_has_lease",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="assigned") | Q(assignee__isnull=False),
+                name="task_assigned_has_assignee",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["project", "-priority", "id"],
+                condition=Q(status="queued"),
+                name="task_pool_order",
+            ),
+            models.Index(
+                fields=["assignee", "status", "-priority", "id"], name="task_assignee_queue"
+            ),
+            models.Index(
+                fields=["lease_expires_at"],
+                condition=Q(status="in_progress"),
+                name="task_live_leases",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.external_id}: {self.instruction[:60]}"
+
+
+class TaskEvent(models.Model):
+    """What happened to a task and why: imports, assignments, claims, leases, submissions."""
+
+    class Kind(models.TextChoices):
+        IMPORTED = "imported"
+        UPDATED = "updated"
+        ASSIGNED = "assigned"
+        UNASSIGNED = "unassigned"
+        CLAIMED = "claimed"
+        RELEASED = "released"
+        LEASE_LAPSED = "lease_lapsed"
+        SUBMITTED = "submitted"
+        REVIEWED = "reviewed"
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    lease_id = models.UUIDField(null=True, blank=True)
+    reason = models.CharField(max_length=300, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["task", "kind"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} of task {self.task_id}"
+
+
+class EpisodeOutcome(models.TextChoices):
+    FINISHED = "finished"
+    CALL_USER = "call_user"
+    ABANDONED = "abandoned"
+    ENV_FAILED = "env_failed"
+    MAX_STEPS = "max_steps"
+
+
+class Episode(models.Model):
+    """One attempt at a task by one annotator on one desktop."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="episodes")
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="episodes"
+    )
+    model_version = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=EpisodeOutcome.choices, blank=True)
+    end_reason = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task"],
+                condition=Q(ended_at__isnull=True),
+                name="one_running_episode_per_task",
+            ),
+            models.CheckConstraint(
+                condition=Q(ended_at__isnull=True, outcome="")
+                | (Q(ended_at__isnull=False) & ~Q(outcome="")),
+                name="episode_outcome_iff_ended",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"episode {self.pk} of task {self.task_id}"
+
+
+class Decision(models.TextChoices):
+    ACCEPTED = "accepted"
+    CORRECTED = "corrected"
+    ERROR_KEPT = "error_kept"
+
+
+class Step(models.Model):
+    """One step of an episode: observation, proposals, the decision and the final action.
+
+    Actions are stored as the JSON of the unified action space, with points in screen pixels
+    of this step's observation.
+    """
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    observation = models.ForeignKey(
+        "vm_pool.Screenshot", on_delete=models.PROTECT, related_name="steps"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    decision = models.CharField(max_length=16, choices=Decision.choices, blank=True)
+    chosen_proposal = models.ForeignKey(
+        "Proposal", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    final_thought = models.TextField(blank=True)
+    final_action = models.JSONField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["episode", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["episode", "index"], name="step_index_unique"),
+            models.CheckConstraint(
+                condition=Q(decided_at__isnull=True, decision="")
+                | (Q(decided_at__isnull=False) & ~Q(decision="") & Q(final_action__isnull=False)),
+                name="step_decided_completely",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"step {self.index} of episode {self.episode_id}"
+
+
+class Proposal(models.Model):
+    """What the model proposed for a step; several when best-of-N sampling is on."""
+
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="proposals")
+    rank = models.PositiveSmallIntegerField(default=0)
+    raw_text = models.TextField()
+    thought = models.TextField(blank=True)
+    action = models.JSONField(null=True, blank=True)
+    invalid_reason = models.CharField(max_length=500, blank=True)
+    model_name = models.CharField(max_length=200, blank=True)
+    model_version = models.CharField(max_length=200, blank=True)
+    sampling = models.JSONField(default=dict, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["step", "rank"]
+        constraints = [
+            models.UniqueConstraint(fields=["step", "rank"], name="proposal_rank_unique"),
+            models.CheckConstraint(
+                condition=Q(action__isnull=False, invalid_reason="")
+                | (Q(action__isnull=True) & ~Q(invalid_reason="")),
+                name="proposal_valid_or_has_reason",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"proposal {self.rank} for step {self.step_id}"
+
+    @property
+    def is_valid(self) -> bool:
+        return not self.invalid_reason
+
+
+class StepRevision(models.Model):
+    """A later change to a decided step (by a reviewer), never an edit of the step itself."""
+
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    decision = models.CharField(max_length=16, choices=Decision.choices)
+    final_thought = models.TextField(blank=True)
+    final_action = models.JSONField()
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["step", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["step", "number"], name="revision_number_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"revision {self.number} of step {self.step_id}"
+
+
+class Review(models.Model):
+    class Verdict(models.TextChoices):
+        ACCEPTED = "accepted"
+        REJECTED = "rejected"
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    verdict = models.CharField(max_length=16, choices=Verdict.choices)
+    first_wrong_step = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Index of the first wrong step; the steps before it stay usable as data.",
+    )
+    comment = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.verdict} by {self.reviewer_id} for episode {self.episode_id}"
+
+
+class DatasetExport(models.Model):
+    """A versioned dataset snapshot, produced by a background job (status and progress here)."""
+
+    class Kind(models.TextChoices):
+        SFT = "sft"
+        DPO = "dpo"
+        CT = "ct"
+
+    class Format(models.TextChoices):
+        TRL = "trl"
+        LLAMA_FACTORY = "llama_factory"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="exports")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    format = models.CharField(max_length=16, choices=Format.choices, default=Format.TRL)
+    filters = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    progress = models.FloatField(default=0.0)
+    counts = models.JSONField(default=dict, blank=True)
+    content_hash = models.CharField(max_length=64, blank=True)
+    location = models.CharField(max_length=500, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="dataset_exports"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(progress__gte=0) & Q(progress__lte=1), name="export_progress_0_1"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} export {self.pk} ({self.status})"

@@ -1,0 +1,252 @@
+"""The task queue: claiming the next task, leases, heartbeats, assignment.
+
+The rule for "next task", in order:
+
+1. If the annotator already holds a live lease in the asked projects, that task is returned
+   again (a reload or a second tab resumes, it never takes a second task).
+2. Else the highest-priority task a manager assigned to them (oldest first on ties).
+3. Else the highest-priority task of the project pool.
+
+Each candidate is read with ``SELECT … FOR UPDATE SKIP LOCKED`` inside one transaction that
+also marks it claimed, so concurrent claimers never get the same task and never wait on each
+other's rows. Claims by one user are serialised on that user's row, which makes rule 1 exact.
+
+A claim gives a lease: a fresh ``lease_id`` and an expiry ``TANDEM_LEASE_SECONDS`` ahead.
+Heartbeats carrying that lease id push the expiry forward; they are refused once the lease
+has lapsed. ``return_lapsed_leases`` (run periodically by Celery beat) puts lapsed tasks back
+in the pool and closes their running episodes as abandoned.
+"""
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from annotation.models import Episode, EpisodeOutcome, Project, Task, TaskEvent, TaskStatus
+from annotation.notifications import notify_user
+from backend.accounts.models import User
+from backend.errors import DomainError
+
+
+class NoTaskAvailable(DomainError):
+    status_code = 404
+    code = "no_task_available"
+
+
+class LeaseLost(DomainError):
+    status_code = 409
+    code = "lease_lost"
+
+
+class AssignmentRefused(DomainError):
+    status_code = 409
+    code = "assignment_refused"
+
+
+@dataclass(frozen=True)
+class Claim:
+    task: Task
+    lease_id: uuid.UUID
+    lease_expires_at: datetime
+    reason: str
+    resumed: bool
+
+
+def lease_duration() -> timedelta:
+    return timedelta(seconds=settings.TANDEM_LEASE_SECONDS)
+
+
+def _event(task: Task, kind: str, actor: User | None, reason: str = "") -> TaskEvent:
+    return TaskEvent(
+        task=task,
+        kind=kind,
+        actor=actor,
+        assignee=task.assignee,
+        lease_id=task.lease_id,
+        reason=reason[:300],
+    )
+
+
+def claim_next_task(user: User, projects: QuerySet[Project]) -> Claim:
+    """Give ``user`` their next task from ``projects`` under a fresh lease (rules above)."""
+    now = timezone.now()
+    with transaction.atomic():
+        User.objects.select_for_update().filter(pk=user.pk).values_list("pk").get()
+        held = (
+            Task.objects.select_for_update()
+            .filter(
+                project__in=projects,
+                assignee=user,
+                status=TaskStatus.IN_PROGRESS,
+                lease_expires_at__gt=now,
+            )
+            .first()
+        )
+        if held is not None:
+            assert held.lease_id is not None
+            held.lease_expires_at = now + lease_duration()
+            held.save(update_fields=["lease_expires_at", "updated_at"])
+            return Claim(held, held.lease_id, held.lease_expires_at, "resumed your held task", True)
+
+        candidates = (
+            Task.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("project")
+            .order_by("-priority", "id")
+        )
+        task = candidates.filter(
+            project__in=projects, status=TaskStatus.ASSIGNED, assignee=user
+        ).first()
+        if task is not None:
+            reason = f"assigned to you; highest priority ({task.priority}) in your own queue"
+        else:
+            task = candidates.filter(project__in=projects, status=TaskStatus.QUEUED).first()
+            if task is None:
+                raise NoTaskAvailable("No task is available for you right now.")
+            reason = f"highest priority ({task.priority}) in the pool of {task.project.name}"
+
+        task.status = TaskStatus.IN_PROGRESS
+        task.assignee = user
+        task.lease_id = uuid.uuid4()
+        task.lease_expires_at = now + lease_duration()
+        task.claimed_at = now
+        task.claim_reason = reason
+        task.save(
+            update_fields=[
+                "status",
+                "assignee",
+                "lease_id",
+                "lease_expires_at",
+                "claimed_at",
+                "claim_reason",
+                "updated_at",
+            ]
+        )
+        _event(task, TaskEvent.Kind.CLAIMED, user, reason).save()
+        return Claim(task, task.lease_id, task.lease_expires_at, reason, False)
+
+
+def _live_lease(task_id: int, lease_id: uuid.UUID, user: User) -> QuerySet[Task]:
+    return Task.objects.filter(
+        pk=task_id,
+        assignee=user,
+        status=TaskStatus.IN_PROGRESS,
+        lease_id=lease_id,
+        lease_expires_at__gt=timezone.now(),
+    )
+
+
+def heartbeat(task_id: int, lease_id: uuid.UUID, user: User) -> datetime:
+    """Extend a live lease and return its new expiry; a lapsed or foreign lease is refused."""
+    expires = timezone.now() + lease_duration()
+    if _live_lease(task_id, lease_id, user).update(lease_expires_at=expires) != 1:
+        raise LeaseLost("This lease is no longer yours: it lapsed or the task was released.")
+    return expires
+
+
+def _end_lease(task_id: int, lease_id: uuid.UUID, user: User, status: str, kind: str) -> Task:
+    with transaction.atomic():
+        task = _live_lease(task_id, lease_id, user).select_for_update().first()
+        if task is None:
+            raise LeaseLost("This lease is no longer yours: it lapsed or the task was released.")
+        _event(task, kind, user).save()
+        task.status = status
+        if status == TaskStatus.QUEUED:
+            task.assignee = None
+        task.lease_id = None
+        task.lease_expires_at = None
+        task.save(
+            update_fields=["status", "assignee", "lease_id", "lease_expires_at", "updated_at"]
+        )
+        return task
+
+
+def release_task(task_id: int, lease_id: uuid.UUID, user: User) -> Task:
+    """Give a held task back to the project pool."""
+    return _end_lease(task_id, lease_id, user, TaskStatus.QUEUED, TaskEvent.Kind.RELEASED)
+
+
+def submit_task(task_id: int, lease_id: uuid.UUID, user: User) -> Task:
+    """Mark a held task submitted for review; the lease ends."""
+    return _end_lease(task_id, lease_id, user, TaskStatus.SUBMITTED, TaskEvent.Kind.SUBMITTED)
+
+
+def return_lapsed_leases(now: datetime | None = None) -> int:
+    """Put every task whose lease lapsed back in the pool; return how many."""
+    now = now or timezone.now()
+    returned = 0
+    with transaction.atomic():
+        lapsed = list(
+            Task.objects.select_for_update(skip_locked=True).filter(
+                status=TaskStatus.IN_PROGRESS, lease_expires_at__lte=now
+            )
+        )
+        for task in lapsed:
+            _event(
+                task, TaskEvent.Kind.LEASE_LAPSED, None, "no heartbeat before the lease expired"
+            ).save()
+            Episode.objects.filter(task=task, ended_at__isnull=True).update(
+                ended_at=now, outcome=EpisodeOutcome.ABANDONED, end_reason="lease lapsed"
+            )
+            returned += 1
+        Task.objects.filter(pk__in=[t.pk for t in lapsed]).update(
+            status=TaskStatus.QUEUED,
+            assignee=None,
+            lease_id=None,
+            lease_expires_at=None,
+            updated_at=now,
+        )
+    return returned
+
+
+def assign_tasks(tasks: Iterable[Task], assignee: User, actor: User) -> int:
+    """Put tasks in ``assignee``'s own queue. Only queued or assigned tasks can move."""
+    ids = [t.pk for t in tasks]
+    with transaction.atomic():
+        rows = list(Task.objects.select_for_update().filter(pk__in=ids).order_by("id"))
+        busy = [
+            t.external_id for t in rows if t.status not in (TaskStatus.QUEUED, TaskStatus.ASSIGNED)
+        ]
+        if busy:
+            raise AssignmentRefused(
+                "Only queued or assigned tasks can be assigned; these are not: "
+                + ", ".join(busy[:20]),
+                details={"tasks": busy},
+            )
+        for task in rows:
+            task.status = TaskStatus.ASSIGNED
+            task.assignee = assignee
+            task.updated_at = timezone.now()
+        Task.objects.bulk_update(rows, ["status", "assignee", "updated_at"])
+        TaskEvent.objects.bulk_create(
+            _event(t, TaskEvent.Kind.ASSIGNED, actor, f"assigned by {actor.username}") for t in rows
+        )
+        notify_user(
+            assignee.pk,
+            "tasks_assigned",
+            {"count": len(rows), "task_ids": [t.pk for t in rows], "by": actor.username},
+        )
+    return len(rows)
+
+
+def unassign_tasks(tasks: Iterable[Task], actor: User) -> int:
+    """Return assigned tasks to the project pool. Tasks being worked on are left alone."""
+    ids = [t.pk for t in tasks]
+    with transaction.atomic():
+        rows = list(
+            Task.objects.select_for_update()
+            .filter(pk__in=ids, status=TaskStatus.ASSIGNED)
+            .order_by("id")
+        )
+        TaskEvent.objects.bulk_create(
+            _event(t, TaskEvent.Kind.UNASSIGNED, actor, f"unassigned by {actor.username}")
+            for t in rows
+        )
+        Task.objects.filter(pk__in=[t.pk for t in rows]).update(
+            status=TaskStatus.QUEUED, assignee=None, updated_at=timezone.now()
+        )
+    return len(rows)

@@ -1,0 +1,243 @@
+"""API representations of the annotation domain."""
+
+from django.contrib.auth import get_user_model
+from rest_framework import serializers
+
+from annotation.models import (
+    Episode,
+    Membership,
+    Project,
+    Proposal,
+    Review,
+    Step,
+    StepRevision,
+    Task,
+    TaskEvent,
+)
+from backend.accounts.roles import Role
+
+User = get_user_model()
+
+
+class ProjectSerializer(serializers.ModelSerializer):
+    my_role = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Project
+        fields = [
+            "id",
+            "name",
+            "description",
+            "platform",
+            "environment_template",
+            "model_settings",
+            "guidelines",
+            "default_max_steps",
+            "created_at",
+            "my_role",
+        ]
+        read_only_fields = ["created_at"]
+
+    def get_my_role(self, project: Project) -> str | None:
+        user = self.context["request"].user
+        if user.is_superuser:
+            return "admin"
+        for membership in project.memberships.all():
+            if membership.user_id == user.pk:
+                return membership.role
+        return None
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    username = serializers.SlugRelatedField(
+        source="user", slug_field="username", queryset=User.objects.all()
+    )
+    role = serializers.ChoiceField(choices=[r.value for r in Role])
+
+    class Meta:
+        model = Membership
+        fields = ["id", "project", "username", "role", "created_at"]
+        read_only_fields = ["created_at"]
+
+
+class TaskEventSerializer(serializers.ModelSerializer):
+    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    assignee = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = TaskEvent
+        fields = ["kind", "actor", "assignee", "reason", "at"]
+
+
+class TaskSerializer(serializers.ModelSerializer):
+    assignee = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = Task
+        fields = [
+            "id",
+            "project",
+            "external_id",
+            "instruction",
+            "setup",
+            "evaluator",
+            "related_apps",
+            "max_steps",
+            "priority",
+            "status",
+            "assignee",
+            "lease_expires_at",
+            "claimed_at",
+            "claim_reason",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class TaskDetailSerializer(TaskSerializer):
+    events = TaskEventSerializer(many=True, read_only=True)
+
+    class Meta(TaskSerializer.Meta):
+        fields = [*TaskSerializer.Meta.fields, "source", "events"]
+        read_only_fields = fields
+
+
+class ClaimRequestSerializer(serializers.Serializer):
+    project = serializers.IntegerField(required=False, help_text="Claim only from this project.")
+
+
+class ClaimSerializer(serializers.Serializer):
+    task = TaskSerializer()
+    lease_id = serializers.UUIDField()
+    lease_expires_at = serializers.DateTimeField()
+    reason = serializers.CharField()
+    resumed = serializers.BooleanField()
+
+
+class LeaseSerializer(serializers.Serializer):
+    lease_id = serializers.UUIDField()
+
+
+class TaskSelectionSerializer(serializers.Serializer):
+    task_ids = serializers.ListField(
+        child=serializers.IntegerField(), min_length=1, max_length=10_000
+    )
+
+
+class AssignSerializer(TaskSelectionSerializer):
+    assignee = serializers.SlugRelatedField(slug_field="username", queryset=User.objects.all())
+
+
+class ImportUploadSerializer(serializers.Serializer):
+    file = serializers.FileField(
+        help_text="A .json or .jsonl file of tasks (OSWorld files as they are)."
+    )
+
+
+class ProposalSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Proposal
+        fields = [
+            "rank",
+            "raw_text",
+            "thought",
+            "action",
+            "invalid_reason",
+            "model_name",
+            "model_version",
+            "sampling",
+            "prompt_tokens",
+            "completion_tokens",
+            "latency_ms",
+            "created_at",
+        ]
+
+
+class StepRevisionSerializer(serializers.ModelSerializer):
+    author = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = StepRevision
+        fields = [
+            "number",
+            "decision",
+            "final_thought",
+            "final_action",
+            "author",
+            "note",
+            "created_at",
+        ]
+
+
+class StepSerializer(serializers.ModelSerializer):
+    proposals = ProposalSerializer(many=True, read_only=True)
+    revisions = StepRevisionSerializer(many=True, read_only=True)
+    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    screenshot = serializers.CharField(source="observation_id", read_only=True)
+    screen_size = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Step
+        fields = [
+            "index",
+            "screenshot",
+            "screen_size",
+            "proposals",
+            "decision",
+            "final_thought",
+            "final_action",
+            "decided_by",
+            "decided_at",
+            "decision_ms",
+            "revisions",
+        ]
+
+    def get_screen_size(self, step: Step) -> list[int]:
+        return [step.observation.width, step.observation.height]
+
+
+class ReviewSerializer(serializers.ModelSerializer):
+    reviewer = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = Review
+        fields = [
+            "id",
+            "episode",
+            "reviewer",
+            "verdict",
+            "first_wrong_step",
+            "comment",
+            "created_at",
+        ]
+        read_only_fields = ["id", "episode", "reviewer", "created_at"]
+
+
+class EpisodeSerializer(serializers.ModelSerializer):
+    annotator = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    project = serializers.IntegerField(source="task.project_id", read_only=True)
+    step_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Episode
+        fields = [
+            "id",
+            "task",
+            "project",
+            "annotator",
+            "model_version",
+            "started_at",
+            "ended_at",
+            "outcome",
+            "end_reason",
+            "step_count",
+        ]
+
+
+class EpisodeDetailSerializer(EpisodeSerializer):
+    steps = StepSerializer(many=True, read_only=True)
+    reviews = ReviewSerializer(many=True, read_only=True)
+
+    class Meta(EpisodeSerializer.Meta):
+        fields = [*EpisodeSerializer.Meta.fields, "steps", "reviews"]

@@ -1,0 +1,1 @@
+"""Accounts, roles and personal access tokens."""

@@ -1,0 +1,247 @@
+"""Tandem settings.
+
+Every value comes from an environment variable with a default that works on a developer
+machine (PostgreSQL and Redis on 127.0.0.1). Production differences are explicit: with
+``TANDEM_DEBUG=0`` the variables in ``PRODUCTION_REQUIRED_ENV`` must be set, or start-up fails.
+"""
+
+import os
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    return env(name, "1" if default else "0").lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    return int(env(name, str(default)))
+
+
+DEBUG = env_bool("TANDEM_DEBUG", True)
+
+# Variables a deployment must set; docker-compose.yml is checked against this list.
+PRODUCTION_REQUIRED_ENV = [
+    "TANDEM_SECRET_KEY",
+    "TANDEM_ALLOWED_HOSTS",
+    "TANDEM_DB_HOST",
+    "TANDEM_DB_PASSWORD",
+    "TANDEM_REDIS_URL",
+]
+if not DEBUG:
+    missing = [name for name in PRODUCTION_REQUIRED_ENV if not env(name)]
+    if missing:
+        raise ImproperlyConfigured(f"TANDEM_DEBUG=0 needs these variables: {', '.join(missing)}")
+
+SECRET_KEY = env("TANDEM_SECRET_KEY", "tandem-development-key-not-for-production")
+ALLOWED_HOSTS = [
+    h for h in env("TANDEM_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h
+]
+CSRF_TRUSTED_ORIGINS = [o for o in env("TANDEM_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "backend.accounts",
+    "vm_pool",
+    "annotation",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "backend.urls"
+WSGI_APPLICATION = "backend.wsgi.application"
+ASGI_APPLICATION = "backend.asgi.application"
+AUTH_USER_MODEL = "accounts.User"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "backend" / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# PostgreSQL is the only database, tests included.
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.postgresql",
+        "HOST": env("TANDEM_DB_HOST", "127.0.0.1"),
+        "PORT": env("TANDEM_DB_PORT", "5432"),
+        "NAME": env("TANDEM_DB_NAME", "tandem"),
+        "USER": env("TANDEM_DB_USER", "tandem"),
+        "PASSWORD": env("TANDEM_DB_PASSWORD", "tandem"),
+        "CONN_MAX_AGE": env_int("TANDEM_DB_CONN_MAX_AGE", 60),
+        "CONN_HEALTH_CHECKS": True,
+        "TEST": {"NAME": env("TANDEM_TEST_DB_NAME", "test_tandem")},
+    }
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env("TANDEM_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL]},
+    }
+}
+
+# Celery: Redis is the broker; job state that matters lives in PostgreSQL rows, not in results.
+CELERY_BROKER_URL = env("TANDEM_CELERY_BROKER_URL", REDIS_URL)
+CELERY_RESULT_BACKEND = env("TANDEM_CELERY_RESULT_BACKEND", REDIS_URL)
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {
+    "annotation.jobs.*": {"queue": "default"},
+    "annotation.exports.*": {"queue": "exports"},
+    "vm_pool.jobs.*": {"queue": "desktops"},
+    "model_serving.jobs.*": {"queue": "model"},
+}
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TIMEZONE = "UTC"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+# In development WhiteNoise serves straight from the apps' static folders (no collectstatic).
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = DEBUG
+STATIC_ROOT = Path(env("TANDEM_STATIC_ROOT", str(BASE_DIR / "var" / "static")))
+MEDIA_URL = "media/"
+MEDIA_ROOT = Path(env("TANDEM_MEDIA_ROOT", str(BASE_DIR / "var" / "media")))
+
+# Storage: local files are the default; TANDEM_STORAGE=s3 uses any S3-compatible service.
+TANDEM_STORAGE = env("TANDEM_STORAGE", "local")
+if TANDEM_STORAGE == "s3":
+    _default_storage = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env("TANDEM_S3_BUCKET", "tandem"),
+            "endpoint_url": env("TANDEM_S3_ENDPOINT_URL") or None,
+            "region_name": env("TANDEM_S3_REGION", "us-east-1"),
+            "access_key": env("AWS_ACCESS_KEY_ID") or None,
+            "secret_key": env("AWS_SECRET_ACCESS_KEY") or None,
+            "file_overwrite": False,
+            "default_acl": None,
+            "querystring_auth": True,
+        },
+    }
+elif TANDEM_STORAGE == "local":
+    _default_storage = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+else:
+    raise ImproperlyConfigured(f"TANDEM_STORAGE must be 'local' or 's3', not {TANDEM_STORAGE!r}")
+STORAGES = {
+    "default": _default_storage,
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+# Uploads: task files up to TANDEM_IMPORT_MAX_BYTES; larger bodies are refused before parsing.
+TANDEM_IMPORT_MAX_BYTES = env_int("TANDEM_IMPORT_MAX_BYTES", 10 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = TANDEM_IMPORT_MAX_BYTES + 64 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+
+# The queue: how long a claim holds a task without a heartbeat, and how often lapsed leases
+# are returned to the queue.
+TANDEM_LEASE_SECONDS = env_int("TANDEM_LEASE_SECONDS", 120)
+TANDEM_REAP_INTERVAL_SECONDS = env_int("TANDEM_REAP_INTERVAL_SECONDS", 30)
+CELERY_BEAT_SCHEDULE = {
+    "return-lapsed-task-leases": {
+        "task": "annotation.jobs.return_lapsed_leases",
+        "schedule": float(TANDEM_REAP_INTERVAL_SECONDS),
+    },
+}
+
+# Personal access tokens: the longest life a token may ask for.
+TANDEM_TOKEN_MAX_DAYS = env_int("TANDEM_TOKEN_MAX_DAYS", 365)
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "backend.accounts.authentication.AccessTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "backend.accounts.permissions.TokenScopePermission",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "backend.api.StandardPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.SearchFilter",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "backend.api.error_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Tandem API",
+    "DESCRIPTION": (
+        "Projects, task queues, episodes, reviews and datasets of Tandem, the human-in-the-loop "
+        "annotation platform for GUI agents. Authenticate with a personal access token: "
+        "`Authorization: Bearer tdm_…`."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI and Redoc are served from our own static files: no CDN needed.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env("TANDEM_LOG_LEVEL", "INFO")},
+}
+
+if not DEBUG:
+    SESSION_COOKIE_SECURE = env_bool("TANDEM_SECURE_COOKIES", True)
+    CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE

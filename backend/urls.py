@@ -1,0 +1,35 @@
+"""URL map: the API under /api/, its schema and docs, the admin, sign-in, health."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from annotation.api import EpisodeViewSet, MembershipViewSet, ProjectViewSet, TaskViewSet
+from backend import views
+from backend.accounts.api import AccessTokenViewSet, MeView
+
+router = DefaultRouter()
+router.register("projects", ProjectViewSet, basename="project")
+router.register("memberships", MembershipViewSet, basename="membership")
+router.register("tasks", TaskViewSet, basename="task")
+router.register("episodes", EpisodeViewSet, basename="episode")
+router.register("tokens", AccessTokenViewSet, basename="token")
+
+admin.site.site_header = "Tandem administration"
+admin.site.site_title = "Tandem"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("healthz", views.healthz, name="healthz"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("api/", include(router.urls)),
+    path("api/me/", MeView.as_view(), name="me"),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
+    path("api-auth/", include("rest_framework.urls")),
+]

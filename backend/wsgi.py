@@ -1,0 +1,8 @@
+"""WSGI entry point (the ASGI one in asgi.py is what Tandem runs; this serves plain HTTP only)."""
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "backend.settings")
+application = get_wsgi_application()

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Prepares a Debian machine for Tandem and starts what it needs. Idempotent: each step checks
+# first and does nothing when its work is already done, so a second run takes seconds.
+#
+#   deploy/dev.sh install    system packages, the Python virtual environment
+#   deploy/dev.sh services   PostgreSQL and Redis running, the tandem role and database present
+#   deploy/dev.sh start      web (uvicorn), Celery worker and beat in the background, logs in var/log
+#   deploy/dev.sh stop       stops what 'start' started
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+VENV=${TANDEM_VENV:-$ROOT/.venv}
+PY=${TANDEM_PYTHON:-python3.11}
+VAR=$ROOT/var
+APT_PACKAGES=(postgresql redis-server python3-venv)
+PIP_EXTRAS=${TANDEM_PIP_EXTRAS:-test}
+
+log() { printf '\033[1m[tandem]\033[0m %s\n' "$*"; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+install_system() {
+  local missing=()
+  for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  # python3-venv is only needed when the interpreter cannot make a venv by itself.
+  if [ ${#missing[@]} -eq 1 ] && [ "${missing[0]}" = python3-venv ] && "$PY" -m venv --help >/dev/null 2>&1; then
+    missing=()
+  fi
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing Debian packages: ${missing[*]}"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+install_python() {
+  local stamp="$VENV/.tandem-installed"
+  local want
+  want=$(cat pyproject.toml | sha256sum | cut -c1-16)-$PIP_EXTRAS
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    return
+  fi
+  [ -x "$VENV/bin/python" ] || { log "creating $VENV"; "$PY" -m venv "$VENV"; }
+  log "installing Python packages (.[$PIP_EXTRAS])"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v WARNING || true
+  "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[$PIP_EXTRAS]" 2>&1 | grep -v "WARNING: Location" || true
+  "$VENV/bin/python" -c "import django, rest_framework, celery, channels, psycopg" \
+    || { log "Python packages failed to install"; exit 1; }
+  echo "$want" >"$stamp"
+}
+
+start_postgres() {
+  if pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then return; fi
+  log "starting PostgreSQL"
+  local version
+  version=$(ls /etc/postgresql 2>/dev/null | sort -n | tail -1)
+  [ -n "$version" ] || { log "PostgreSQL is not installed"; exit 1; }
+  as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start
+  for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && return; sleep 1; done
+  log "PostgreSQL did not come up"; exit 1
+}
+
+start_redis() {
+  if redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then return; fi
+  log "starting Redis"
+  as_root mkdir -p /var/lib/redis /var/log/redis
+  as_root redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+    --dir /var/lib/redis --logfile /var/log/redis/tandem.log
+  for _ in $(seq 1 30); do redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 && return; sleep 0.5; done
+  log "Redis did not come up"; exit 1
+}
+
+ensure_database() {
+  local psql=(as_root runuser -u postgres -- psql -v ON_ERROR_STOP=1 -qtA)
+  if [ "$("${psql[@]}" -c "SELECT 1 FROM pg_roles WHERE rolname='tandem'")" != 1 ]; then
+    log "creating PostgreSQL role tandem"
+    "${psql[@]}" -c "CREATE ROLE tandem LOGIN PASSWORD 'tandem' CREATEDB"
+  fi
+  if [ "$("${psql[@]}" -c "SELECT 1 FROM pg_database WHERE datname='tandem'")" != 1 ]; then
+    log "creating database tandem"
+    "${psql[@]}" -c "CREATE DATABASE tandem OWNER tandem"
+  fi
+}
+
+start_app() {
+  mkdir -p "$VAR/log" "$VAR/run"
+  stop_app quiet
+  local port=${TANDEM_PORT:-8000}
+  log "starting web on :$port, a Celery worker and beat (logs in var/log)"
+  nohup "$VENV/bin/uvicorn" backend.asgi:application --host "${TANDEM_BIND:-127.0.0.1}" --port "$port" \
+    --workers "${TANDEM_WEB_WORKERS:-2}" >"$VAR/log/web.log" 2>&1 &
+  echo $! >"$VAR/run/web.pid"
+  nohup "$VENV/bin/celery" -A backend worker -Q default,exports,desktops,model -c 2 -n "tandem@%h" \
+    --loglevel INFO >"$VAR/log/worker.log" 2>&1 &
+  echo $! >"$VAR/run/worker.pid"
+  nohup "$VENV/bin/celery" -A backend beat --loglevel INFO -s "$VAR/run/celerybeat-schedule" \
+    >"$VAR/log/beat.log" 2>&1 &
+  echo $! >"$VAR/run/beat.pid"
+  for _ in $(seq 1 60); do
+    curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && return
+    sleep 0.5
+  done
+  log "the web server did not answer; see var/log/web.log"; tail -20 "$VAR/log/web.log"; exit 1
+}
+
+stop_app() {
+  for name in web worker beat; do
+    local pidfile="$VAR/run/$name.pid"
+    if [ -f "$pidfile" ]; then
+      kill "$(cat "$pidfile")" 2>/dev/null || true
+      rm -f "$pidfile"
+    fi
+  done
+  [ "${1:-}" = quiet ] || log "stopped"
+}
+
+case "${1:-}" in
+  install) install_system; install_python ;;
+  services) start_postgres; start_redis; ensure_database ;;
+  start) start_app ;;
+  stop) stop_app ;;
+  *) echo "usage: $0 install|services|start|stop" >&2; exit 2 ;;
+esac

@@ -1,0 +1,1 @@
+"""The policy side: proposers (vLLM/OpenAI-compatible, CPU baseline), prompts, parsing, tuning."""

@@ -1,0 +1,1 @@
+"""The environment: desktops, providers, the warm pool, actions, screenshots, streaming tokens."""

@@ -1,0 +1,56 @@
+"""Content-addressed screenshot storage.
+
+A screenshot is stored once, at ``screenshots/<aa>/<bb>/<sha256>.png``, through Django's default
+storage (local files, or S3 when configured). Storing the same bytes twice returns the same
+row and writes nothing. Only real PNGs are accepted; their size is read from the IHDR chunk.
+"""
+
+import hashlib
+import struct
+
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import IntegrityError, transaction
+
+from vm_pool.models import Screenshot
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+class NotAPng(ValueError):
+    """The bytes given as a screenshot are not a PNG image."""
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """Width and height of a PNG, from its IHDR chunk."""
+    if len(data) < 24 or not data.startswith(PNG_SIGNATURE) or data[12:16] != b"IHDR":
+        raise NotAPng("screenshot is not a PNG image")
+    width, height = struct.unpack(">II", data[16:24])
+    if width == 0 or height == 0:
+        raise NotAPng("PNG has an empty size")
+    return width, height
+
+
+def screenshot_path(sha256: str) -> str:
+    return f"screenshots/{sha256[:2]}/{sha256[2:4]}/{sha256}.png"
+
+
+def store_screenshot(data: bytes) -> Screenshot:
+    """Store PNG bytes once and return their row."""
+    width, height = png_size(data)
+    digest = hashlib.sha256(data).hexdigest()
+    existing = Screenshot.objects.filter(pk=digest).first()
+    if existing is not None:
+        return existing
+    path = screenshot_path(digest)
+    if not default_storage.exists(path):
+        saved = default_storage.save(path, ContentFile(data))
+        if saved != path:  # a concurrent writer got there first; keep one copy
+            default_storage.delete(saved)
+    try:
+        with transaction.atomic():
+            return Screenshot.objects.create(
+                sha256=digest, width=width, height=height, size_bytes=len(data), file=path
+            )
+    except IntegrityError:
+        return Screenshot.objects.get(pk=digest)
