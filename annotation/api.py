@@ -211,7 +211,11 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
     def _lease_action(self, request: Request, pk: str, operation: Callable[..., Any]) -> Any:
         body = LeaseSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        task = self.get_object()
+        # Any task of a project the user works in: a stale lease then gets "lease lost", not 404.
+        workable = Task.objects.filter(
+            project__in=access.projects_where(request.user, Capability.WORK_QUEUE)
+        )
+        task = get_object_or_404(workable, pk=pk)
         return operation(task.pk, body.validated_data["lease_id"], request.user)
 
     @extend_schema(request=LeaseSerializer, responses={200: dict})

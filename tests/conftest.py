@@ -12,6 +12,12 @@ from backend.accounts.tokens import SCOPES, issue_token
 PASSWORD = "correct horse battery staple"
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Tests create many users; the production hasher is slow on purpose."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def make_user(db) -> Callable[..., User]:
     def make(username: str, project: Project | None = None, role: str | None = None, **extra) -> User:
