@@ -245,6 +245,7 @@ class EpisodeViewSet(viewsets.ReadOnlyModelViewSet):
             access.visible_episodes(self.request.user)
             .select_related("annotator", "task")
             .annotate(step_count=Count("steps"))
+            .order_by("-started_at", "id")
         )
         if self.action == "retrieve":
             steps = Step.objects.select_related("observation", "decided_by").prefetch_related(

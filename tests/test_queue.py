@@ -15,7 +15,12 @@ from backend.accounts.roles import Role
 
 def make_tasks(project: Project, count: int, priority: int = 0) -> list[Task]:
     return Task.objects.bulk_create(
-        Task(project=project, external_id=f"t{priority}-{i}", instruction=f"task {i}", priority=priority)
+        Task(
+            project=project,
+            external_id=f"t{priority}-{i}",
+            instruction=f"task {i}",
+            priority=priority,
+        )
         for i in range(count)
     )
 
@@ -61,7 +66,9 @@ def test_fifty_concurrent_claimers_share_twenty_tasks_without_double_assignment(
     assert sorted(claimed.values()) == sorted(Task.objects.values_list("pk", flat=True))
     assert len(refused) == 30
     assert all("No task is available" in message for message in refused)
-    per_task = TaskEvent.objects.filter(kind=TaskEvent.Kind.CLAIMED).values_list("task_id", flat=True)
+    per_task = TaskEvent.objects.filter(kind=TaskEvent.Kind.CLAIMED).values_list(
+        "task_id", flat=True
+    )
     assert sorted(per_task) == sorted(claimed.values())
     for task in Task.objects.select_related("assignee"):
         assert task.status == TaskStatus.IN_PROGRESS
@@ -147,7 +154,9 @@ def test_heartbeat_keeps_the_lease_past_its_first_expiry(make_user, project):
     make_tasks(project, 1)
     claim = queue.claim_next_task(ann, projects(project))
     # The lease is about to lapse; a heartbeat now moves the expiry a whole lease ahead.
-    Task.objects.filter(pk=claim.task.pk).update(lease_expires_at=timezone.now() + timedelta(seconds=1))
+    Task.objects.filter(pk=claim.task.pk).update(
+        lease_expires_at=timezone.now() + timedelta(seconds=1)
+    )
 
     new_expiry = queue.heartbeat(claim.task.pk, claim.lease_id, ann)
 

@@ -1,0 +1,238 @@
+"""Every endpoint × every role → the expected allow or deny (design §8), enforced on the server.
+
+Non-members get 404 (a project's existence is not revealed); members whose role lacks the
+capability get 403; anonymous callers get 401.
+"""
+
+from dataclasses import dataclass
+
+import pytest
+from django.utils import timezone
+
+from annotation.models import Episode, EpisodeOutcome, Project, Task, TaskStatus
+from backend.accounts.roles import Role
+
+ROLES = [
+    "anonymous",
+    "outsider",
+    "owner",
+    "annotator",
+    "reviewer",
+    "manager",
+    "engineer",
+    "admin",
+]
+
+
+@dataclass
+class World:
+    project: Project
+    users: dict
+    task: Task
+    episode: Episode
+
+
+@pytest.fixture
+def world(make_user, project, other_project) -> World:
+    users = {
+        "owner": make_user("owner", project, Role.ANNOTATOR),
+        "annotator": make_user("annotator", project, Role.ANNOTATOR),
+        "reviewer": make_user("reviewer", project, Role.REVIEWER),
+        "manager": make_user("manager", project, Role.MANAGER, can_create_projects=True),
+        "engineer": make_user("engineer", project, Role.ENGINEER),
+        "outsider": make_user("outsider", other_project, Role.MANAGER, can_create_projects=True),
+        "admin": make_user("admin", is_superuser=True, is_staff=True),
+    }
+    task = Task.objects.create(project=project, external_id="queued", instruction="Open the editor")
+    done = Task.objects.create(
+        project=project,
+        external_id="done",
+        instruction="Save the file",
+        status=TaskStatus.SUBMITTED,
+        assignee=users["owner"],
+    )
+    episode = Episode.objects.create(
+        task=done,
+        annotator=users["owner"],
+        ended_at=timezone.now(),
+        outcome=EpisodeOutcome.FINISHED,
+    )
+    return World(project, users, task, episode)
+
+
+# (name, method, path, body, {role: expected status}); roles not listed expect the default.
+ENDPOINTS = [
+    ("list projects", "get", "/api/projects/", None, {"anonymous": 401}, 200),
+    ("read project", "get", "/api/projects/{p}/", None, {"anonymous": 401, "outsider": 404}, 200),
+    (
+        "create project",
+        "post",
+        "/api/projects/",
+        {"name": "New project"},
+        {"anonymous": 401, "manager": 201, "outsider": 201, "admin": 201},
+        403,
+    ),
+    (
+        "edit project",
+        "patch",
+        "/api/projects/{p}/",
+        {"guidelines": "Be careful."},
+        {"anonymous": 401, "outsider": 404, "manager": 200, "admin": 200},
+        403,
+    ),
+    (
+        "delete project",
+        "delete",
+        "/api/projects/{p}/",
+        None,
+        {"anonymous": 401, "outsider": 404, "manager": 204, "admin": 204},
+        403,
+    ),
+    (
+        "import tasks",
+        "post",
+        "/api/projects/{p}/import/",
+        [{"id": "x1", "instruction": "Close the window"}],
+        {"anonymous": 401, "outsider": 404, "manager": 201, "admin": 201},
+        403,
+    ),
+    (
+        "assign tasks",
+        "post",
+        "/api/projects/{p}/assign/",
+        {"task_ids": ["{t}"], "assignee": "annotator"},
+        {"anonymous": 401, "outsider": 404, "manager": 200, "admin": 200},
+        403,
+    ),
+    (
+        "unassign tasks",
+        "post",
+        "/api/projects/{p}/unassign/",
+        {"task_ids": ["{t}"]},
+        {"anonymous": 401, "outsider": 404, "manager": 200, "admin": 200},
+        403,
+    ),
+    (
+        "progress board",
+        "get",
+        "/api/projects/{p}/progress/",
+        None,
+        {"anonymous": 401, "outsider": 404, "manager": 200, "reviewer": 200, "admin": 200},
+        403,
+    ),
+    (
+        "add a member",
+        "post",
+        "/api/memberships/",
+        {"project": "{p}", "username": "outsider", "role": "annotator"},
+        {"anonymous": 401, "outsider": 404, "manager": 201, "admin": 201},
+        403,
+    ),
+    (
+        "read a queued task",
+        "get",
+        "/api/tasks/{t}/",
+        None,
+        {"anonymous": 401, "manager": 200, "reviewer": 200, "admin": 200},
+        404,
+    ),
+    (
+        "claim the next task",
+        "post",
+        "/api/tasks/claim/",
+        {"project": "{p}"},
+        {"anonymous": 401, "outsider": 404, "owner": 200, "annotator": 200, "admin": 200},
+        403,
+    ),
+    (
+        "read an annotator's episode",
+        "get",
+        "/api/episodes/{e}/",
+        None,
+        {"anonymous": 401, "owner": 200, "reviewer": 200, "manager": 200, "admin": 200},
+        404,
+    ),
+    (
+        "review an episode",
+        "post",
+        "/api/episodes/{e}/reviews/",
+        {"verdict": "accepted"},
+        {"anonymous": 401, "owner": 403, "reviewer": 201, "manager": 201, "admin": 201},
+        404,
+    ),
+    ("list own tokens", "get", "/api/tokens/", None, {"anonymous": 401}, 200),
+    (
+        "create a token",
+        "post",
+        "/api/tokens/",
+        {"name": "ci", "scopes": ["tasks:read"], "days": 7},
+        {"anonymous": 401},
+        201,
+    ),
+    ("who am I", "get", "/api/me/", None, {"anonymous": 401}, 200),
+]
+
+CASES = [
+    pytest.param(method, path, body, role, expected.get(role, default), id=f"{name}-{role}")
+    for name, method, path, body, expected, default in ENDPOINTS
+    for role in ROLES
+]
+
+
+def fill(value, world: World):
+    """Replace {p}/{t}/{e} placeholders in a request body with this world's ids."""
+    if isinstance(value, str) and value in ("{p}", "{t}", "{e}"):
+        return {"{p}": world.project.pk, "{t}": world.task.pk, "{e}": world.episode.pk}[value]
+    if isinstance(value, list):
+        return [fill(v, world) for v in value]
+    if isinstance(value, dict):
+        return {k: fill(v, world) for k, v in value.items()}
+    return value
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("method", "path", "body", "role", "expected"), CASES)
+def test_endpoint_allows_or_denies_each_role(world, client_for, method, path, body, role, expected):
+    client = client_for(None if role == "anonymous" else world.users[role])
+    url = path.format(p=world.project.pk, t=world.task.pk, e=world.episode.pk)
+    kwargs = {"format": "json"} if body is not None else {}
+    response = getattr(client, method)(url, fill(body, world), **kwargs)
+
+    assert response.status_code == expected, response.content
+    if expected >= 400:
+        assert response.json()["error"]["status"] == expected
+
+
+@pytest.mark.django_db
+def test_project_list_shows_only_the_callers_projects(world, client_for, other_project):
+    names = {
+        role: {
+            p["name"] for p in client_for(world.users[role]).get("/api/projects/").json()["results"]
+        }
+        for role in ("annotator", "outsider", "admin")
+    }
+    assert names["annotator"] == {world.project.name}
+    assert names["outsider"] == {other_project.name}
+    assert names["admin"] == {world.project.name, other_project.name}
+
+
+@pytest.mark.django_db
+def test_annotator_lists_only_their_own_episodes(world, client_for):
+    own = client_for(world.users["owner"]).get("/api/episodes/").json()["results"]
+    other = client_for(world.users["annotator"]).get("/api/episodes/").json()["results"]
+    assert [e["id"] for e in own] == [world.episode.pk]
+    assert other == []
+
+
+@pytest.mark.django_db
+def test_denied_requests_change_nothing(world, client_for):
+    before = (Task.objects.count(), world.project.guidelines)
+    client = client_for(world.users["annotator"])
+    client.post(
+        f"/api/projects/{world.project.pk}/import/",
+        [{"id": "y", "instruction": "x"}],
+        format="json",
+    )
+    client.patch(f"/api/projects/{world.project.pk}/", {"guidelines": "changed"}, format="json")
+    world.project.refresh_from_db()
+    assert (Task.objects.count(), world.project.guidelines) == before
