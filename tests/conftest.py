@@ -20,7 +20,9 @@ def fast_password_hashing(settings):
 
 @pytest.fixture
 def make_user(db) -> Callable[..., User]:
-    def make(username: str, project: Project | None = None, role: str | None = None, **extra) -> User:
+    def make(
+        username: str, project: Project | None = None, role: str | None = None, **extra
+    ) -> User:
         user = User.objects.create_user(username=username, password=PASSWORD, **extra)
         if project is not None and role is not None:
             Membership.objects.create(project=project, user=user, role=role)

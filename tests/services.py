@@ -1,0 +1,63 @@
+"""Start Tandem's real processes (ASGI server, Celery worker) for a test, and stop them after."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of a child process that must use the test database."""
+    env = dict(os.environ)
+    env["TANDEM_DB_NAME"] = settings.DATABASES["default"]["NAME"]
+    env.update(extra)
+    return env
+
+
+@contextmanager
+def running(
+    command: list[str], env: dict[str, str], ready: Callable[[], bool], timeout: float = 30
+) -> Iterator[subprocess.Popen]:
+    log = open(ROOT / "var" / f"test-{Path(command[0]).name}-{os.getpid()}.log", "w+")  # noqa: SIM115
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if process.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                raise RuntimeError(f"{command[0]} did not start:\n{log.read()[-3000:]}")
+            time.sleep(0.2)
+        yield process
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+        log.close()
+
+
+def port_open(port: int) -> Callable[[], bool]:
+    def check() -> bool:
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    return check
