@@ -34,6 +34,7 @@ def child_env(**extra: str) -> dict[str, str]:
 def running(
     command: list[str], env: dict[str, str], ready: Callable[[], bool], timeout: float = 30
 ) -> Iterator[subprocess.Popen]:
+    (ROOT / "var").mkdir(exist_ok=True)
     log = open(ROOT / "var" / f"test-{Path(command[0]).name}-{os.getpid()}.log", "w+")  # noqa: SIM115
     process = subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
