@@ -1,0 +1,549 @@
+"""Task import through the API: JSON, JSONL and OSWorld files, imported whole or not at all.
+
+Every request here goes through a client that turns a crash into a 500 response instead of an
+exception, and every response is checked not to be a 500: bad input is the caller's error.
+"""
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.http import HttpResponse
+from rest_framework.test import APIClient
+
+from annotation.models import Task, TaskEvent, TaskStatus
+from backend.accounts.models import User
+
+pytestmark = pytest.mark.django_db
+
+OSWORLD_TASK_ID = "6c4c23a1-42a4-43cc-9db1-2f86ff3738cc"
+OSWORLD_TASK: dict[str, Any] = {
+    "id": OSWORLD_TASK_ID,
+    "snapshot": "chrome",
+    "instruction": "Can you make Bing the main search engine when I look stuff up on the internet?",
+    "source": "https://support.google.com/chrome/answer/95426",
+    "config": [
+        {
+            "type": "launch",
+            "parameters": {"command": ["google-chrome", "--remote-debugging-port=1337"]},
+        },
+        {
+            "type": "launch",
+            "parameters": {"command": ["socat", "tcp-listen:9222,fork", "tcp:localhost:1337"]},
+        },
+        {
+            "type": "chrome_open_tabs",
+            "parameters": {"urls_to_open": ["https://www.bing.com/", "https://www.google.com/"]},
+        },
+        {
+            "type": "execute",
+            "parameters": {
+                "command": ["python", "-c", "import pyautogui; pyautogui.press('f11')"],
+                "shell": False,
+            },
+        },
+    ],
+    "trajectory": "trajectories/",
+    "related_apps": ["chrome"],
+    "evaluator": {
+        "postconfig": [
+            {"type": "launch", "parameters": {"command": ["pkill", "chrome"]}},
+            {"type": "sleep", "parameters": {"seconds": 3}},
+        ],
+        "func": "match_in_list",
+        "result": {"type": "default_search_engine"},
+        "expected": {"type": "rule", "rules": {"expected": ["Microsoft Bing", "Bing"]}},
+    },
+}
+
+
+def rows(count: int, prefix: str = "task") -> list[dict[str, Any]]:
+    return [
+        {"id": f"{prefix}-{n}", "instruction": f"Open the file number {n} in the editor."}
+        for n in range(1, count + 1)
+    ]
+
+
+def jsonl(values: list[Any]) -> bytes:
+    return "".join(json.dumps(value) + "\n" for value in values).encode()
+
+
+def written() -> tuple[int, int]:
+    """What an import writes: tasks and their events."""
+    return Task.objects.count(), TaskEvent.objects.count()
+
+
+def not_a_crash(response: HttpResponse) -> HttpResponse:
+    assert response.status_code != 500, response.content[:1000]
+    return response
+
+
+@pytest.fixture
+def api_client_for(client_for) -> Callable[[User], APIClient]:
+    def make(user: User) -> APIClient:
+        client = client_for(user)
+        client.raise_request_exception = False
+        return client
+
+    return make
+
+
+@pytest.fixture
+def manager(make_user, project) -> User:
+    return make_user("mira", project, "manager")
+
+
+@pytest.fixture
+def manager_client(api_client_for, manager) -> APIClient:
+    return api_client_for(manager)
+
+
+@pytest.fixture
+def upload(manager_client, project) -> Callable[..., HttpResponse]:
+    """POST a multipart upload with the task file in the `file` field."""
+
+    def post(content: bytes, filename: str = "tasks.json", client: APIClient | None = None):
+        file = SimpleUploadedFile(filename, content, content_type="application/octet-stream")
+        response = (client or manager_client).post(
+            f"/api/projects/{project.pk}/import/", {"file": file}, format="multipart"
+        )
+        return not_a_crash(response)
+
+    return post
+
+
+@pytest.fixture
+def post_body(manager_client, project) -> Callable[..., HttpResponse]:
+    """POST the task file as the raw request body."""
+
+    def post(content: bytes, content_type: str = "application/json"):
+        response = manager_client.post(
+            f"/api/projects/{project.pk}/import/", content, content_type=content_type
+        )
+        return not_a_crash(response)
+
+    return post
+
+
+def rejected_errors(response: HttpResponse, before: tuple[int, int]) -> list[dict[str, Any]]:
+    """Check the response is a clear 400 that wrote nothing; return its per-row errors."""
+    assert response.status_code == 400, response.content[:1000]
+    error = response.json()["error"]
+    assert error["status"] == 400
+    assert error["code"] == "import_rejected"
+    assert "Nothing was imported" in error["message"]
+    assert written() == before
+    errors = error["details"]["errors"]
+    assert error["details"]["error_count"] == len(errors) > 0
+    assert all(e["message"] for e in errors)
+    return errors
+
+
+def rows_and_fields(errors: list[dict[str, Any]]) -> set[tuple[int, str]]:
+    return {(e["row"], e["field"]) for e in errors}
+
+
+# Accepted shapes
+
+
+def test_json_array_creates_one_task_per_row(manager_client, project, manager):
+    response = not_a_crash(
+        manager_client.post(f"/api/projects/{project.pk}/import/", rows(3), format="json")
+    )
+
+    assert response.status_code == 201
+    report = response.json()
+    assert report["rows"] == 3
+    assert report["created"] == 3
+    assert sorted(report["task_ids"]["created"]) == ["task-1", "task-2", "task-3"]
+    task = Task.objects.get(project=project, external_id="task-2")
+    assert task.instruction == "Open the file number 2 in the editor."
+    assert task.status == TaskStatus.QUEUED
+    assert task.max_steps == project.default_max_steps
+    events = TaskEvent.objects.filter(task__project=project)
+    assert events.count() == 3
+    assert {(e.kind, e.actor_id) for e in events} == {(TaskEvent.Kind.IMPORTED, manager.pk)}
+
+
+def test_jsonl_file_upload_creates_one_task_per_line(upload, project):
+    content = jsonl(rows(2)) + b"\n" + jsonl(rows(1, prefix="more"))
+
+    response = upload(content, filename="tasks.jsonl")
+
+    assert response.status_code == 201
+    assert response.json()["created"] == 3
+    assert set(project.tasks.values_list("external_id", flat=True)) == {
+        "task-1",
+        "task-2",
+        "more-1",
+    }
+
+
+def test_ndjson_body_creates_one_task_per_line(post_body, project):
+    response = post_body(jsonl(rows(4)), content_type="application/x-ndjson")
+
+    assert response.status_code == 201
+    assert response.json()["created"] == 4
+    assert project.tasks.count() == 4
+
+
+def test_osworld_task_file_is_imported_as_it_is(upload, project):
+    content = json.dumps(OSWORLD_TASK, indent=2).encode()
+
+    response = upload(content, filename=f"{OSWORLD_TASK_ID}.json")
+
+    assert response.status_code == 201
+    assert response.json()["task_ids"]["created"] == [OSWORLD_TASK_ID]
+    task = Task.objects.get(project=project)
+    assert task.external_id == OSWORLD_TASK_ID
+    assert task.instruction == OSWORLD_TASK["instruction"]
+    assert task.setup == OSWORLD_TASK["config"]
+    assert [step["type"] for step in task.setup] == [
+        "launch",
+        "launch",
+        "chrome_open_tabs",
+        "execute",
+    ]
+    assert task.evaluator == OSWORLD_TASK["evaluator"]
+    assert task.related_apps == ["chrome"]
+    assert task.source == OSWORLD_TASK
+
+
+def test_imported_task_shows_its_source_row_in_the_api(upload, manager_client):
+    upload(json.dumps(OSWORLD_TASK).encode(), filename="task.json")
+    task = Task.objects.get(external_id=OSWORLD_TASK_ID)
+
+    detail = not_a_crash(manager_client.get(f"/api/tasks/{task.pk}/")).json()
+
+    assert detail["setup"] == OSWORLD_TASK["config"]
+    assert detail["source"]["snapshot"] == "chrome"
+    assert detail["source"]["trajectory"] == "trajectories/"
+
+
+# Malformed files: a clear 400 that lists the bad rows, and nothing written
+
+
+def test_json_array_with_a_syntax_error_is_rejected(post_body):
+    before = written()
+    content = b'[\n  {"instruction": "Open the editor."},\n  {"instruction": "Save",}\n]'
+
+    errors = rejected_errors(post_body(content), before)
+
+    assert len(errors) == 1
+    assert errors[0]["row"] == 0
+    assert "line 3" in errors[0]["message"]
+
+
+@pytest.mark.parametrize("transport", ["jsonl upload", "ndjson body"])
+def test_broken_jsonl_line_is_reported_by_its_line_number(transport, upload, post_body):
+    before = written()
+    content = jsonl(rows(2)) + b'{"id": "task-3", "instruction": "Close the \n' + jsonl(rows(1))
+
+    if transport == "jsonl upload":
+        response = upload(content, filename="tasks.jsonl")
+    else:
+        response = post_body(content, content_type="application/x-ndjson")
+
+    errors = rejected_errors(response, before)
+    assert [e["row"] for e in errors] == [3]
+    assert "not valid JSON" in errors[0]["message"]
+
+
+def test_missing_instruction_is_reported_with_row_and_field(post_body):
+    before = written()
+    content = [*rows(2), {"id": "no-instruction", "related_apps": ["gimp"]}]
+
+    errors = rejected_errors(post_body(json.dumps(content).encode()), before)
+
+    assert rows_and_fields(errors) == {(3, "instruction")}
+    assert errors[0]["message"] == "is required"
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("instruction", 42),
+        ("config", {"type": "launch"}),
+        ("max_steps", "ten"),
+        ("priority", True),
+        ("related_apps", ["chrome", 7]),
+    ],
+)
+def test_wrong_type_is_reported_with_row_and_field(field, value, post_body):
+    before = written()
+    bad = {"id": "bad", "instruction": "Open the settings.", field: value}
+
+    errors = rejected_errors(post_body(json.dumps([*rows(1), bad]).encode()), before)
+
+    assert rows_and_fields(errors) == {(2, field)}
+
+
+def test_every_bad_row_is_listed_in_one_response(post_body):
+    before = written()
+    content = [
+        {"id": "a", "instruction": 42},
+        {"id": "b", "instruction": "Fine."},
+        {"id": "c", "instruction": "Open it.", "config": "open chrome"},
+        {"id": "d", "instruction": "Open it.", "max_steps": "ten", "priority": False},
+        {"id": "e", "instruction": "Open it.", "related_apps": [1]},
+    ]
+
+    errors = rejected_errors(post_body(json.dumps(content).encode()), before)
+
+    assert rows_and_fields(errors) == {
+        (1, "instruction"),
+        (3, "config"),
+        (4, "max_steps"),
+        (4, "priority"),
+        (5, "related_apps"),
+    }
+
+
+def test_non_object_row_is_rejected(post_body):
+    before = written()
+    content = [*rows(1), "Open the editor.", 3, None]
+
+    errors = rejected_errors(post_body(json.dumps(content).encode()), before)
+
+    assert rows_and_fields(errors) == {(2, ""), (3, ""), (4, "")}
+    assert "JSON object" in errors[0]["message"]
+
+
+def test_duplicate_id_in_one_file_names_the_first_row(post_body):
+    before = written()
+    content = [*rows(2), {"id": "task-1", "instruction": "Something else entirely."}]
+
+    errors = rejected_errors(post_body(json.dumps(content).encode()), before)
+
+    assert rows_and_fields(errors) == {(3, "id")}
+    assert "task-1" in errors[0]["message"]
+    assert "row 1" in errors[0]["message"]
+
+
+def test_bad_row_among_good_rows_imports_nothing(upload):
+    before = written()
+    good = rows(6)
+    good[3] = {"id": "task-4", "instruction": "Open it.", "max_steps": 0}
+
+    errors = rejected_errors(upload(jsonl(good), filename="tasks.jsonl"), before)
+
+    assert rows_and_fields(errors) == {(4, "max_steps")}
+    assert not Task.objects.filter(external_id="task-1").exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"  \n\n\t\n"], ids=["no bytes", "blank lines"])
+def test_empty_file_is_rejected(content, upload):
+    before = written()
+
+    errors = rejected_errors(upload(content, filename="tasks.jsonl"), before)
+
+    assert errors[0]["message"] == "no tasks in the file"
+
+
+def test_empty_body_is_rejected(post_body):
+    before = written()
+
+    errors = rejected_errors(post_body(b""), before)
+
+    assert errors[0]["message"] == "no tasks in the file"
+
+
+def test_non_utf8_bytes_are_rejected(upload):
+    before = written()
+    content = '[{"instruction": "Open the café menu."}]'.encode("latin-1")
+
+    response = upload(content)
+
+    rejected_errors(response, before)
+    assert "not UTF-8" in response.json()["error"]["message"]
+
+
+def test_multipart_upload_without_the_file_field_is_a_clear_error(manager_client, project):
+    before = written()
+    file = SimpleUploadedFile("tasks.json", json.dumps(rows(1)).encode())
+
+    response = not_a_crash(
+        manager_client.post(
+            f"/api/projects/{project.pk}/import/", {"upload": file}, format="multipart"
+        )
+    )
+
+    assert response.status_code == 400
+    assert response.json()["error"]["message"]
+    assert written() == before
+
+
+def test_deeply_nested_json_is_rejected_not_a_crash(post_body):
+    before = written()
+    depth = 100_000
+
+    response = post_body(b"[" * depth + b"]" * depth)
+
+    rejected_errors(response, before)
+
+
+def test_nul_character_is_rejected_not_a_crash(post_body):
+    before = written()
+    content = jsonl(rows(1)) + b'{"instruction": "Type a\\u0000b into the search box."}\n'
+
+    errors = rejected_errors(post_body(content, content_type="application/x-ndjson"), before)
+
+    assert rows_and_fields(errors) == {(2, "instruction")}
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_non_json_number_is_rejected_not_a_crash(constant, post_body):
+    before = written()
+    row = '{"instruction": "Open it.", "evaluator": {"func": "compare", "expected": ' + constant
+    content = jsonl(rows(1)) + (row + "}}\n").encode()
+
+    errors = rejected_errors(post_body(content, content_type="application/x-ndjson"), before)
+
+    assert [e["row"] for e in errors] == [2]
+
+
+# Size limit
+
+
+@pytest.mark.parametrize("transport", ["multipart upload", "raw body"])
+def test_50_mb_upload_is_refused_as_too_large(transport, upload, post_body):
+    before = written()
+    padding = b"a" * (50 * 1024 * 1024)
+    content = b'[{"instruction": "' + padding + b'"}]'
+
+    if transport == "multipart upload":
+        response = upload(content, filename="huge.json")
+    else:
+        response = post_body(content)
+
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "too_large"
+    assert written() == before
+
+
+def test_raw_body_just_over_the_limit_is_refused_as_too_large(settings, post_body):
+    # The request allowance is the limit plus 64 KB for multipart framing; a raw body has no
+    # framing, so a body between the two is still over the limit.
+    settings.TANDEM_IMPORT_MAX_BYTES = 4096
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 4096 + 64 * 1024
+    before = written()
+    content = json.dumps([{"instruction": "Open it. " + "a" * 8192}]).encode()
+
+    response = post_body(content)
+
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "too_large"
+    assert written() == before
+
+
+def test_upload_just_over_the_limit_is_refused_as_too_large(settings, upload):
+    settings.TANDEM_IMPORT_MAX_BYTES = 4096
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 4096 + 64 * 1024
+    before = written()
+    content = json.dumps([{"instruction": "Open it. " + "a" * 8192}]).encode()
+
+    response = upload(content)
+
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "too_large"
+    assert written() == before
+
+
+# Re-import
+
+
+def test_reimporting_the_same_file_reports_unchanged(upload, project):
+    content = jsonl([*rows(2), OSWORLD_TASK])
+    assert upload(content, filename="tasks.jsonl").json()["created"] == 3
+    before = written()
+
+    response = upload(content, filename="tasks.jsonl")
+
+    assert response.status_code == 201
+    report = response.json()
+    assert (report["created"], report["updated"], report["unchanged"]) == (0, 0, 3)
+    assert sorted(report["task_ids"]["unchanged"]) == sorted(["task-1", "task-2", OSWORLD_TASK_ID])
+    assert written() == before
+
+
+def test_reimport_with_changed_instruction_updates_a_queued_task(upload, project, manager):
+    upload(jsonl(rows(2)), filename="tasks.jsonl")
+    changed = rows(2)
+    changed[1]["instruction"] = "Open the file number 2 and print it."
+
+    response = upload(jsonl(changed), filename="tasks.jsonl")
+
+    assert response.status_code == 201
+    report = response.json()
+    assert report["task_ids"]["updated"] == ["task-2"]
+    assert report["task_ids"]["unchanged"] == ["task-1"]
+    task = Task.objects.get(project=project, external_id="task-2")
+    assert task.instruction == "Open the file number 2 and print it."
+    assert task.source["instruction"] == "Open the file number 2 and print it."
+    assert project.tasks.count() == 2
+    update = task.events.get(kind=TaskEvent.Kind.UPDATED)
+    assert update.actor == manager
+
+
+def test_changed_row_for_a_task_in_progress_is_rejected(upload, project, make_user, api_client_for):
+    upload(jsonl(rows(1)), filename="tasks.jsonl")
+    annotator = make_user("ana", project, "annotator")
+    claim = api_client_for(annotator).post("/api/tasks/claim/", {"project": project.pk})
+    assert claim.status_code == 200
+    assert claim.json()["task"]["external_id"] == "task-1"
+    before = written()
+    changed = rows(1)
+    changed[0]["instruction"] = "Do something else."
+
+    errors = rejected_errors(
+        upload(jsonl([*changed, *rows(1, prefix="new")]), filename="tasks.jsonl"), before
+    )
+
+    assert rows_and_fields(errors) == {(1, "id")}
+    assert "in_progress" in errors[0]["message"]
+    task = Task.objects.get(project=project, external_id="task-1")
+    assert task.instruction == "Open the file number 1 in the editor."
+    assert task.status == TaskStatus.IN_PROGRESS
+    assert task.assignee == annotator
+
+
+def test_rows_without_id_imported_twice_are_one_task(upload, project):
+    content = jsonl([{"instruction": "Rename the slide deck to final.pptx."}])
+
+    first = upload(content, filename="tasks.jsonl")
+    second = upload(content, filename="tasks.jsonl")
+
+    assert first.json()["created"] == 1
+    assert (second.json()["created"], second.json()["unchanged"]) == (0, 1)
+    assert project.tasks.count() == 1
+    assert project.tasks.get().external_id.startswith("sha256-")
+
+
+# Who may import
+
+
+@pytest.mark.parametrize("role", ["annotator", "reviewer"])
+def test_project_member_who_is_not_a_manager_gets_403(
+    role, make_user, project, api_client_for, upload
+):
+    client = api_client_for(make_user("member", project, role))
+    before = written()
+
+    response = upload(jsonl(rows(1)), filename="tasks.jsonl", client=client)
+
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "permission_denied"
+    assert written() == before
+
+
+def test_non_member_gets_404(make_user, other_project, api_client_for, upload):
+    client = api_client_for(make_user("outsider", other_project, "manager"))
+    before = written()
+
+    response = upload(jsonl(rows(1)), filename="tasks.jsonl", client=client)
+
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+    assert written() == before
