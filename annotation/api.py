@@ -98,16 +98,16 @@ class ProjectViewSet(viewsets.ModelViewSet):
         too_large = UploadTooLarge(f"Task files may be at most {limit // (1024 * 1024)} MB.")
         if int(request.META.get("CONTENT_LENGTH") or 0) > limit + 64 * 1024:
             raise too_large
-        upload = (
-            request.FILES.get("file") if request.content_type.startswith("multipart/") else None
-        )
-        if upload is not None:
-            if upload.size > limit:
-                raise too_large
-            data, filename = upload.read(), upload.name or ""
+        if request.content_type.startswith("multipart/"):
+            upload = request.FILES.get("file")
+            if upload is None:
+                raise DomainError("A multipart upload needs the task file in its `file` field.")
+            data, filename = upload.read(limit + 1), upload.name or ""
         else:
             data = request.body
             filename = "body.jsonl" if "ndjson" in request.content_type else "body.json"
+        if len(data) > limit:
+            raise too_large
         report = importer.import_tasks(project, data, filename, request.user)
         return Response(report.as_dict(), status=status.HTTP_201_CREATED)
 

@@ -75,12 +75,37 @@ def _reject(message: str, errors: list[RowError]) -> ImportRejected:
     )
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _loads(text: str) -> Any:
+    """Strict JSON: no NaN/Infinity (PostgreSQL refuses them), no nesting deep enough to crash."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as error:
+        if isinstance(error, json.JSONDecodeError):
+            raise
+        message = str(error) if isinstance(error, ValueError) else "nested too deeply"
+        raise json.JSONDecodeError(message, text, 0) from error
+
+
 def _parses(line: str) -> bool:
     try:
-        json.loads(line)
+        _loads(line)
     except json.JSONDecodeError:
         return False
     return True
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    return False
 
 
 def parse_rows(data: bytes, filename: str = "") -> list[tuple[int, Any]]:
@@ -96,7 +121,7 @@ def parse_rows(data: bytes, filename: str = "") -> list[tuple[int, Any]]:
     jsonl = filename.lower().endswith((".jsonl", ".ndjson"))
     if not jsonl and stripped[0] in "[{":
         try:
-            value = json.loads(stripped)
+            value = _loads(stripped)
         except json.JSONDecodeError as error:
             if stripped[0] == "[" or not _parses(stripped.splitlines()[0]):
                 raise _reject(
@@ -116,7 +141,7 @@ def parse_rows(data: bytes, filename: str = "") -> list[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            rows.append((number, json.loads(line)))
+            rows.append((number, _loads(line)))
         except json.JSONDecodeError as error:
             errors.append(
                 RowError(number, "", f"not valid JSON: {error.msg} at column {error.colno}")
@@ -149,7 +174,11 @@ def validate_row(
     """Turn one decoded row into task fields, or say everything wrong with it."""
     if not isinstance(value, dict):
         return None, [RowError(row, "", f"a task is a JSON object, not {type(value).__name__}")]
-    errors: list[RowError] = []
+    errors: list[RowError] = [
+        RowError(row, str(name), "must not contain the NUL character (\\u0000)")
+        for name, field_value in value.items()
+        if _has_nul(name) or _has_nul(field_value)
+    ]
     instruction = value.get("instruction")
     if instruction is None:
         errors.append(RowError(row, "instruction", "is required"))

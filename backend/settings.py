@@ -242,6 +242,11 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env("TANDEM_LOG_LEVEL", "INFO")},
 }
 
+# Behind a reverse proxy that terminates HTTPS (the compose deployment's usual front).
+if env_bool("TANDEM_BEHIND_HTTPS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    USE_X_FORWARDED_HOST = True
+
 if not DEBUG:
     SESSION_COOKIE_SECURE = env_bool("TANDEM_SECURE_COOKIES", True)
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
