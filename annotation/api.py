@@ -14,6 +14,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 
 from annotation import access, importer, queue, reviews
 from annotation.models import Episode, Membership, Project, Step, Task
@@ -53,9 +54,19 @@ class ProjectViewSet(viewsets.ModelViewSet):
     search_fields = ["name", "description"]
     ordering_fields = ["name", "created_at"]
 
+    # The browsable API draws each action's form from these (the import form is a file upload).
+    action_serializers = {
+        "import_tasks": ImportUploadSerializer,
+        "assign": AssignSerializer,
+        "unassign": TaskSelectionSerializer,
+    }
+
     def get_queryset(self) -> QuerySet[Project]:
         user = self.request.user
         return access.visible_projects(user).prefetch_related("memberships").distinct()
+
+    def get_serializer_class(self) -> type[Serializer]:
+        return self.action_serializers.get(self.action, ProjectSerializer)
 
     def perform_create(self, serializer: ProjectSerializer) -> None:
         user = self.request.user

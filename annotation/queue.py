@@ -2,8 +2,8 @@
 
 The rule for "next task", in order:
 
-1. If the annotator already holds a live lease in the asked projects, that task is returned
-   again (a reload or a second tab resumes, it never takes a second task).
+1. If the annotator already holds a task in the asked projects, that task is returned again
+   with its lease renewed (a reload or a second tab resumes; nobody holds two tasks).
 2. Else the highest-priority task a manager assigned to them (oldest first on ties).
 3. Else the highest-priority task of the project pool.
 
@@ -77,14 +77,11 @@ def claim_next_task(user: User, projects: QuerySet[Project]) -> Claim:
     now = timezone.now()
     with transaction.atomic():
         User.objects.select_for_update().filter(pk=user.pk).values_list("pk").get()
+        # A held task is resumed even when its lease lapsed a moment ago: until the reaper
+        # returns it to the pool, nobody else can have it.
         held = (
             Task.objects.select_for_update()
-            .filter(
-                project__in=projects,
-                assignee=user,
-                status=TaskStatus.IN_PROGRESS,
-                lease_expires_at__gt=now,
-            )
+            .filter(project__in=projects, assignee=user, status=TaskStatus.IN_PROGRESS)
             .first()
         )
         if held is not None:

@@ -251,3 +251,19 @@ def test_empty_queue_over_the_api_says_no_task_available(make_user, project, cli
     response = client_for(ann).post("/api/tasks/claim/", {}, format="json")
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "no_task_available"
+
+
+@pytest.mark.django_db
+def test_holder_resumes_a_lapsed_lease_before_the_reaper_returns_it(make_user, project):
+    ann = make_user("ann", project, Role.ANNOTATOR)
+    make_tasks(project, 2)
+    first = queue.claim_next_task(ann, projects(project))
+    Task.objects.filter(pk=first.task.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=5)
+    )
+
+    again = queue.claim_next_task(ann, projects(project))
+
+    assert again.resumed and again.task.pk == first.task.pk
+    assert again.lease_expires_at > timezone.now()
+    assert queue.return_lapsed_leases() == 0
