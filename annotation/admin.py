@@ -107,7 +107,11 @@ class TaskEventInline(ReadOnlyInline):
 @admin.register(Task)
 class TaskAdmin(ManagedProjectAdmin):
     list_display = ("external_id", "project", "status", "priority", "assignee", "lease_expires_at")
-    list_filter = ("status", "project", "assignee")
+    list_filter = (
+        "status",
+        ("project", admin.RelatedOnlyFieldListFilter),
+        ("assignee", admin.RelatedOnlyFieldListFilter),
+    )
     search_fields = ("external_id", "instruction")
     list_select_related = ("project", "assignee")
     readonly_fields = (
@@ -146,7 +150,7 @@ class ReviewInline(ReadOnlyInline):
 class EpisodeAdmin(ManagedProjectAdmin):
     project_path = "task__project"
     list_display = ("id", "task", "annotator", "model_version", "started_at", "ended_at", "outcome")
-    list_filter = ("outcome", "model_version", "task__project")
+    list_filter = ("outcome", "model_version", ("task__project", admin.RelatedOnlyFieldListFilter))
     search_fields = ("task__external_id", "task__instruction", "annotator__username")
     list_select_related = ("task", "annotator")
     readonly_fields = (
@@ -176,7 +180,7 @@ class StepAdmin(ManagedProjectAdmin):
 
     project_path = "episode__task__project"
     list_display = ("episode", "index", "decision", "decided_by", "decided_at")
-    list_filter = ("decision", "episode__task__project")
+    list_filter = ("decision", ("episode__task__project", admin.RelatedOnlyFieldListFilter))
     search_fields = ("final_thought", "episode__task__external_id")
     inlines = [ProposalInline]
 
@@ -191,7 +195,7 @@ class StepAdmin(ManagedProjectAdmin):
 class ReviewAdmin(ManagedProjectAdmin):
     project_path = "episode__task__project"
     list_display = ("episode", "reviewer", "verdict", "first_wrong_step", "created_at")
-    list_filter = ("verdict", "episode__task__project")
+    list_filter = ("verdict", ("episode__task__project", admin.RelatedOnlyFieldListFilter))
     search_fields = ("comment", "reviewer__username")
     readonly_fields = (
         "episode",
@@ -218,7 +222,7 @@ class DatasetExportAdmin(ManagedProjectAdmin):
         "created_by",
         "created_at",
     )
-    list_filter = ("kind", "format", "status", "project")
+    list_filter = ("kind", "format", "status", ("project", admin.RelatedOnlyFieldListFilter))
     search_fields = ("content_hash", "created_by__username")
     readonly_fields = [f.name for f in DatasetExport._meta.fields]
 
