@@ -6,6 +6,7 @@ machine (PostgreSQL and Redis on 127.0.0.1). Production differences are explicit
 """
 
 import os
+import socket
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -188,12 +189,36 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 # are returned to the queue.
 TANDEM_LEASE_SECONDS = env_int("TANDEM_LEASE_SECONDS", 120)
 TANDEM_REAP_INTERVAL_SECONDS = env_int("TANDEM_REAP_INTERVAL_SECONDS", 30)
+TANDEM_POOL_INTERVAL_SECONDS = env_int("TANDEM_POOL_INTERVAL_SECONDS", 10)
 CELERY_BEAT_SCHEDULE = {
     "return-lapsed-task-leases": {
         "task": "annotation.jobs.return_lapsed_leases",
         "schedule": float(TANDEM_REAP_INTERVAL_SECONDS),
     },
+    "desktop-health-and-lapsed-leases": {
+        "task": "vm_pool.jobs.check_all_hosts",
+        "schedule": float(TANDEM_POOL_INTERVAL_SECONDS),
+    },
+    "desktop-pool-maintenance": {
+        "task": "vm_pool.jobs.maintain_all_hosts",
+        "schedule": float(TANDEM_POOL_INTERVAL_SECONDS),
+    },
 }
+
+# Desktops: providers by dotted path; this host's name (its worker consumes the queue
+# "desktops.<host>"); where local desktops keep their HOME and logs; the ranges the pool
+# allocates X displays and ports from.
+TANDEM_DESKTOP_PROVIDERS = {
+    "local": "vm_pool.providers.local.LocalProvider",
+    "docker": "vm_pool.providers.docker.DockerProvider",
+    "aws": "vm_pool.providers.aws.AwsProvider",
+}
+TANDEM_HOST = env("TANDEM_HOST", socket.gethostname())
+TANDEM_HOST_PROVIDERS = [p for p in env("TANDEM_HOST_PROVIDERS", "local").split(",") if p]
+TANDEM_DESKTOP_ROOT = Path(env("TANDEM_DESKTOP_ROOT", str(BASE_DIR / "var" / "desktops")))
+TANDEM_DISPLAY_RANGE = (env_int("TANDEM_DISPLAY_MIN", 100), env_int("TANDEM_DISPLAY_MAX", 399))
+TANDEM_VNC_PORT_BASE = env_int("TANDEM_VNC_PORT_BASE", 15900)
+TANDEM_CONTROL_PORT_BASE = env_int("TANDEM_CONTROL_PORT_BASE", 16900)
 
 # Personal access tokens: the longest life a token may ask for.
 TANDEM_TOKEN_MAX_DAYS = env_int("TANDEM_TOKEN_MAX_DAYS", 365)

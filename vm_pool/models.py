@@ -1,6 +1,8 @@
-"""What PostgreSQL knows about the environment: stored screenshots (desktops come with the pool)."""
+"""What PostgreSQL knows about the environment: desktops, their templates, streams, screenshots."""
 
+from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 
@@ -16,3 +18,165 @@ class Screenshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.sha256[:12]} {self.width}×{self.height}"
+
+
+class DesktopTemplate(models.Model):
+    """What a desktop looks like when it is fresh, and how many to keep ready."""
+
+    name = models.CharField(max_length=100, unique=True)
+    provider = models.CharField(
+        max_length=32, default="local", help_text="A key of TANDEM_DESKTOP_PROVIDERS."
+    )
+    width = models.PositiveIntegerField(default=1280)
+    height = models.PositiveIntegerField(default=800)
+    home_template = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="Directory copied into HOME at every reset (empty: the built-in one).",
+    )
+    autostart = models.JSONField(
+        default=list, blank=True, help_text="Commands started on every fresh desktop: [[argv…]]."
+    )
+    image = models.CharField(
+        max_length=300, blank=True, help_text="Container image or machine image (docker, aws)."
+    )
+    min_ready = models.PositiveIntegerField(default=1)
+    max_desktops = models.PositiveIntegerField(default=4)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.width}×{self.height}, {self.provider})"
+
+
+class DesktopStatus(models.TextChoices):
+    STARTING = "starting"
+    READY = "ready"
+    LEASED = "leased"
+    RESETTING = "resetting"
+    BROKEN = "broken"
+    STOPPED = "stopped"
+
+
+# Desktops in these states hold their display and ports.
+LIVE_STATUSES = [s.value for s in DesktopStatus if s != DesktopStatus.STOPPED]
+
+
+class Desktop(models.Model):
+    """One desktop on one host. PostgreSQL is the truth about every desktop.
+
+    ``generation`` grows at every reset: streaming tokens and leases name the generation they
+    were issued for, so nothing from before a reset reaches the fresh desktop.
+    """
+
+    template = models.ForeignKey(DesktopTemplate, on_delete=models.PROTECT, related_name="desktops")
+    host = models.CharField(max_length=200, help_text="The host that owns this desktop.")
+    provider = models.CharField(max_length=32)
+    status = models.CharField(
+        max_length=16, choices=DesktopStatus.choices, default=DesktopStatus.STARTING
+    )
+    generation = models.PositiveIntegerField(default=0)
+    display = models.PositiveIntegerField(null=True, blank=True)
+    vnc_host = models.CharField(max_length=200, default="127.0.0.1")
+    vnc_port = models.PositiveIntegerField(null=True, blank=True)
+    control_address = models.CharField(max_length=300, blank=True)
+    instance_id = models.CharField(
+        max_length=200, blank=True, help_text="Process group, container id or instance id."
+    )
+    vnc_password = models.CharField(max_length=64, blank=True)
+    vnc_view_password = models.CharField(max_length=64, blank=True)
+    agent_key = models.CharField(max_length=64, blank=True)
+    width = models.PositiveIntegerField()
+    height = models.PositiveIntegerField()
+    leased_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="leased_desktops",
+    )
+    lease_ref = models.CharField(
+        max_length=200, blank=True, help_text="What the lease is for, e.g. 'task:12'."
+    )
+    leased_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    broken_reason = models.CharField(max_length=500, blank=True)
+    health_failures = models.PositiveIntegerField(default=0)
+    last_health_at = models.DateTimeField(null=True, blank=True)
+    state_changed_at = models.DateTimeField(default=timezone.now)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["host", "display"],
+                condition=Q(status__in=LIVE_STATUSES),
+                name="desktop_display_unique_on_host",
+            ),
+            models.UniqueConstraint(
+                fields=["host", "vnc_port"],
+                condition=Q(status__in=LIVE_STATUSES),
+                name="desktop_vnc_port_unique_on_host",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="leased")
+                | (Q(leased_by__isnull=False) & Q(lease_expires_at__isnull=False)),
+                name="desktop_leased_has_holder",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["template", "state_changed_at"],
+                condition=Q(status="ready"),
+                name="desktop_ready_pool",
+            ),
+            models.Index(fields=["host", "status"], name="desktop_host_status"),
+        ]
+
+    def __str__(self) -> str:
+        where = f":{self.display}" if self.display is not None else self.instance_id
+        return f"desktop {self.pk} {where} on {self.host} ({self.status})"
+
+
+class StreamToken(models.Model):
+    """A short-lived ticket that lets one user open one VNC stream of one desktop generation."""
+
+    token_hash = models.CharField(max_length=64, unique=True)
+    desktop = models.ForeignKey(Desktop, on_delete=models.CASCADE, related_name="stream_tokens")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    generation = models.PositiveIntegerField()
+    view_only = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        mode = "view-only" if self.view_only else "control"
+        return f"{mode} stream of desktop {self.desktop_id} for {self.user_id}"
+
+
+class DesktopHost(models.Model):
+    """A machine whose Celery worker owns desktops (queue ``desktops.<name>``)."""
+
+    name = models.CharField(max_length=200, unique=True)
+    providers = models.JSONField(default=list, help_text="Providers this host can run.")
+    last_seen_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def queue(self) -> str:
+        return host_queue(self.name)
+
+
+def host_queue(host: str) -> str:
+    return f"desktops.{host}"

@@ -1,0 +1,287 @@
+"""The in-desktop agent: the session leader of one desktop, and its control endpoint.
+
+Run as ``python -m vm_pool.agent --config FILE`` (the local provider starts it in a new
+session; a container or cloud machine runs it as its main process). It starts Xvfb, the window
+manager, x11vnc and the template's autostart programs as its own children, so that one
+``killpg`` of its process group stops the whole desktop. It then serves a small HTTP API for
+whoever owns the desktop:
+
+- ``GET /health``: Xvfb, window manager and VNC server are alive and VNC accepts connections
+- ``POST /launch``: start a program in the desktop, ``{"argv": [...]}`` → ``{"pid"}``
+- ``POST /run``: run a command to completion, ``{"argv", "timeout"}`` → ``{"returncode", "output"}``
+- ``POST /files``: put a file in place, ``{"path", "data_b64"}`` (relative paths are under HOME)
+- ``POST /execute``: execute an action of the action space, ``{"action": {...}}``
+- ``GET /observe``: a PNG screenshot (``?settle=1`` waits until the screen settles)
+
+Every request must carry the desktop's agent key in ``X-Tandem-Agent-Key``. The config file
+holds the secrets (VNC passwords, agent key) so they never appear on a command line.
+"""
+
+import argparse
+import base64
+import hmac
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+X_READY_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    display: int
+    width: int
+    height: int
+    vnc_port: int
+    vnc_listen: str  # "localhost" binds 127.0.0.1 only
+    control_host: str
+    control_port: int
+    vnc_password: str
+    vnc_view_password: str
+    agent_key: str
+    home: str
+    work_dir: str
+    autostart: list[list[str]]
+    window_manager: list[str]
+
+    @classmethod
+    def load(cls, path: str) -> "AgentConfig":
+        return cls(**json.loads(Path(path).read_text()))
+
+
+class Desktop:
+    """The processes of one desktop, all children of this agent."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.env = dict(os.environ)
+        self.env.update(DISPLAY=f":{config.display}", HOME=config.home, XAUTHORITY="")
+        self.env.pop("XAUTHORITY")
+        self.children: dict[str, subprocess.Popen[bytes]] = {}
+        self.lock = threading.Lock()
+        self._control: Any = None
+
+    def spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        log = open(Path(self.config.work_dir) / f"{name}.log", "ab")  # noqa: SIM115
+        process = subprocess.Popen(
+            argv,
+            env=self.env,
+            cwd=self.config.home,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+        )
+        self.children[name] = process
+        return process
+
+    def start(self) -> None:
+        c = self.config
+        self.spawn(
+            "xvfb",
+            [
+                "Xvfb",
+                f":{c.display}",
+                "-screen",
+                "0",
+                f"{c.width}x{c.height}x24",
+                "-nolisten",
+                "tcp",
+            ],
+        )
+        self._wait_for_x()
+        self.spawn("wm", c.window_manager)
+        passwd = Path(c.work_dir) / "vnc-passwords"
+        passwd.write_text(f"{c.vnc_password}\n__BEGIN_VIEWONLY__\n{c.vnc_view_password}\n")
+        passwd.chmod(0o600)
+        vnc = ["x11vnc", "-display", f":{c.display}", "-rfbport", str(c.vnc_port), "-passwdfile"]
+        vnc += [str(passwd), "-forever", "-shared", "-noxdamage", "-quiet", "-nopw", "-noxrecord"]
+        if c.vnc_listen == "localhost":
+            vnc.append("-localhost")
+        self.spawn("x11vnc", vnc)
+        for i, argv in enumerate(c.autostart):
+            self.spawn(f"autostart-{i}", argv)
+
+    def _wait_for_x(self) -> None:
+        socket_path = Path(f"/tmp/.X11-unix/X{self.config.display}")
+        deadline = time.monotonic() + X_READY_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.children["xvfb"].poll() is not None:
+                raise RuntimeError(f"Xvfb :{self.config.display} exited at start")
+            if socket_path.exists():
+                probe = subprocess.run(
+                    ["xdpyinfo"], env=self.env, capture_output=True, timeout=5, check=False
+                )
+                if probe.returncode == 0:
+                    return
+            time.sleep(0.02)
+        raise RuntimeError(f"Xvfb :{self.config.display} did not answer in {X_READY_TIMEOUT}s")
+
+    def health(self) -> dict[str, Any]:
+        alive = {name: self.children[name].poll() is None for name in ("xvfb", "wm", "x11vnc")}
+        with socket.socket() as probe:
+            probe.settimeout(0.5)
+            alive["vnc_listening"] = probe.connect_ex(("127.0.0.1", self.config.vnc_port)) == 0
+        return {"ok": all(alive.values()), **alive}
+
+    def control(self) -> Any:
+        # Imported here: the X input and capture modules need a running X server.
+        if self._control is None:
+            from vm_pool.x11 import X11Controller
+
+            self._control = X11Controller(f":{self.config.display}")
+        return self._control
+
+    def launch(self, argv: list[str]) -> int:
+        name = f"launch-{len(self.children)}-{Path(argv[0]).name}"
+        return self.spawn(name, argv).pid
+
+    def run(self, argv: list[str], timeout: float) -> dict[str, Any]:
+        try:
+            done = subprocess.run(
+                argv,
+                env=self.env,
+                cwd=self.config.home,
+                capture_output=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as error:
+            return {"returncode": -1, "output": f"timed out after {timeout}s: {error.output!r}"}
+        except FileNotFoundError as error:
+            return {"returncode": 127, "output": str(error)}
+        output = (done.stdout + done.stderr).decode(errors="replace")[-20_000:]
+        return {"returncode": done.returncode, "output": output}
+
+    def put_file(self, path: str, data: bytes) -> str:
+        target = Path(path).expanduser()
+        if not target.is_absolute():
+            target = Path(self.config.home) / target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        return str(target)
+
+    def stop(self) -> None:
+        for process in reversed(list(self.children.values())):
+            if process.poll() is None:
+                process.terminate()
+        for process in self.children.values():
+            try:
+                process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def make_handler(desktop: Desktop) -> type[BaseHTTPRequestHandler]:
+    from vm_pool.actions import Action, InvalidAction
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _authorised(self) -> bool:
+            given = self.headers.get("X-Tandem-Agent-Key", "")
+            if hmac.compare_digest(given, desktop.config.agent_key):
+                return True
+            self._json(HTTPStatus.UNAUTHORIZED, {"error": "wrong or missing agent key"})
+            return False
+
+        def _json(self, status: HTTPStatus, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _body(self) -> dict[str, Any]:
+            length = int(self.headers.get("Content-Length") or 0)
+            return json.loads(self.rfile.read(length) or b"{}")
+
+        def do_GET(self) -> None:
+            if not self._authorised():
+                return
+            url = urlparse(self.path)
+            if url.path == "/health":
+                health = desktop.health()
+                self._json(
+                    HTTPStatus.OK if health["ok"] else HTTPStatus.SERVICE_UNAVAILABLE, health
+                )
+            elif url.path == "/observe":
+                settle = parse_qs(url.query).get("settle", ["1"])[0] == "1"
+                with desktop.lock:
+                    observation = desktop.control().observe(settle=settle)
+                self.send_response(HTTPStatus.OK)
+                self.send_header("Content-Type", "image/png")
+                self.send_header("Content-Length", str(len(observation.png)))
+                self.send_header("X-Settled", "1" if observation.settled else "0")
+                self.send_header("X-Waited-Ms", f"{observation.waited_ms:.1f}")
+                self.end_headers()
+                self.wfile.write(observation.png)
+            else:
+                self._json(HTTPStatus.NOT_FOUND, {"error": f"no such endpoint {url.path}"})
+
+        def do_POST(self) -> None:
+            if not self._authorised():
+                return
+            try:
+                body = self._body()
+                if self.path == "/launch":
+                    self._json(HTTPStatus.OK, {"pid": desktop.launch(list(body["argv"]))})
+                elif self.path == "/run":
+                    result = desktop.run(list(body["argv"]), float(body.get("timeout", 30)))
+                    self._json(HTTPStatus.OK, result)
+                elif self.path == "/files":
+                    data = base64.b64decode(body["data_b64"])
+                    self._json(HTTPStatus.OK, {"path": desktop.put_file(body["path"], data)})
+                elif self.path == "/execute":
+                    action = Action.from_json(body["action"])
+                    with desktop.lock:
+                        desktop.control().execute(action)
+                    self._json(HTTPStatus.OK, {})
+                else:
+                    self._json(HTTPStatus.NOT_FOUND, {"error": f"no such endpoint {self.path}"})
+            except (KeyError, ValueError, TypeError, InvalidAction) as error:
+                self._json(HTTPStatus.BAD_REQUEST, {"error": f"{type(error).__name__}: {error}"})
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", required=True, help="JSON file with the AgentConfig fields")
+    args = parser.parse_args(argv)
+    config = AgentConfig.load(args.config)
+    desktop = Desktop(config)
+    server = ThreadingHTTPServer((config.control_host, config.control_port), make_handler(desktop))
+
+    def shut_down(signum: int, frame: Any) -> None:
+        desktop.stop()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, shut_down)
+    signal.signal(signal.SIGINT, shut_down)
+    try:
+        desktop.start()
+    except Exception as error:  # report any start failure, then leave nothing running
+        print(f"desktop failed to start: {error}", file=sys.stderr, flush=True)
+        desktop.stop()
+        sys.exit(1)
+    print("ready", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

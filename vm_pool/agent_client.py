@@ -1,0 +1,85 @@
+"""HTTP client of the in-desktop agent (see ``vm_pool.agent``), used by every provider."""
+
+import base64
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from vm_pool.actions import Action, ScreenSize
+from vm_pool.providers.base import CommandResult, DesktopError, Health, Observation
+
+
+class AgentClient:
+    def __init__(self, address: str, key: str, screen: ScreenSize, timeout: float = 30.0) -> None:
+        self.base = f"http://{address}"
+        self.key = key
+        self.screen = screen
+        self.timeout = timeout
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> tuple[int, dict[str, str], bytes]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            self.base + path,
+            data=data,
+            method=method,
+            headers={"X-Tandem-Agent-Key": self.key, "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
+                return response.status, dict(response.headers), response.read()
+        except urllib.error.HTTPError as error:
+            return error.code, dict(error.headers), error.read()
+        except (OSError, urllib.error.URLError) as error:
+            raise DesktopError(f"desktop agent at {self.base} does not answer: {error}") from error
+
+    def _json(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        status, _, data = self._request(method, path, body)
+        payload = json.loads(data or b"{}")
+        if status != 200:
+            raise DesktopError(f"desktop agent {path}: {payload.get('error', status)}")
+        return payload
+
+    def health(self, timeout: float = 2.0) -> Health:
+        try:
+            status, _, data = self._request("GET", "/health", timeout=timeout)
+        except DesktopError as error:
+            return Health(False, str(error))
+        if status == 200:
+            return Health(True)
+        body = json.loads(data or b"{}")
+        dead = [name for name, alive in body.items() if name != "ok" and alive is False]
+        return Health(False, "not running: " + ", ".join(dead) if dead else f"agent said {status}")
+
+    def execute(self, action: Action) -> None:
+        self._json("POST", "/execute", {"action": action.to_json()})
+
+    def observe(self, settle: bool = True) -> Observation:
+        status, headers, data = self._request("GET", f"/observe?settle={int(settle)}")
+        if status != 200:
+            raise DesktopError(f"desktop agent /observe: {data[:200]!r}")
+        return Observation(
+            png=data,
+            screen=self.screen,
+            settled=headers.get("X-Settled") == "1",
+            waited_ms=float(headers.get("X-Waited-Ms") or 0),
+        )
+
+    def launch(self, argv: list[str]) -> int:
+        return int(self._json("POST", "/launch", {"argv": argv})["pid"])
+
+    def run(self, argv: list[str], timeout: float) -> CommandResult:
+        body = self._json("POST", "/run", {"argv": argv, "timeout": timeout})
+        return CommandResult(int(body["returncode"]), str(body["output"]))
+
+    def put_file(self, path: str, data: bytes) -> None:
+        self._json("POST", "/files", {"path": path, "data_b64": base64.b64encode(data).decode()})
+
+    def close(self) -> None:
+        pass

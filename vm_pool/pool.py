@@ -1,0 +1,377 @@
+"""The warm pool: desktops kept ready per template, leased in milliseconds, reset off the path.
+
+Rules:
+
+- A desktop's life: ``starting → ready → leased → resetting → ready …``; any step can end in
+  ``broken`` (start or reset failed, a health check failed), and broken desktops are stopped
+  and replaced, never leased again.
+- Leasing takes the longest-ready desktop of the template with
+  ``SELECT … FOR UPDATE SKIP LOCKED``: no waiting on other leases, never one desktop twice.
+- Releasing bumps the desktop's generation (streams and tokens of the old generation die),
+  marks it ``resetting`` and queues the reset on the owning host's worker, after commit.
+- A reset holds the desktop's row lock while it runs. A worker that dies mid-reset leaves the
+  row ``resetting`` — never leasable — and the host's next maintenance resets it again.
+- Each host keeps ``min_ready`` ready desktops of every template its providers can run, up to
+  ``max_desktops`` live ones, and is the only one that starts, resets or stops its desktops.
+- Displays (and ports derived from them) are allocated in PostgreSQL: a partial unique index
+  on (host, display) over live desktops makes a collision impossible, and a retry picks again.
+"""
+
+import secrets
+import string
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F, Q
+from django.utils import timezone
+
+from backend.errors import DomainError
+from vm_pool.actions import ScreenSize
+from vm_pool.models import (
+    LIVE_STATUSES,
+    Desktop,
+    DesktopHost,
+    DesktopStatus,
+    DesktopTemplate,
+    host_queue,
+)
+from vm_pool.providers import get_provider
+from vm_pool.providers.base import DesktopError, DesktopSpec, Endpoint
+
+# A reset or start that has not finished after this long was abandoned by a dead worker.
+STALE_TRANSITION = timedelta(seconds=90)
+VNC_ALPHABET = string.ascii_letters + string.digits
+
+
+class NoDesktopAvailable(DomainError):
+    status_code = 503
+    code = "no_desktop_available"
+
+
+class DesktopLeaseLost(DomainError):
+    status_code = 409
+    code = "desktop_lease_lost"
+
+
+def _vnc_secret() -> str:
+    # VNC authentication uses only the first 8 characters of a password.
+    return "".join(secrets.choice(VNC_ALPHABET) for _ in range(8))
+
+
+def _rotate_secrets(desktop: Desktop) -> None:
+    desktop.vnc_password = _vnc_secret()
+    desktop.vnc_view_password = _vnc_secret()
+    desktop.agent_key = secrets.token_hex(16)
+
+
+def spec_for(desktop: Desktop) -> DesktopSpec:
+    template = desktop.template
+    display = desktop.display
+    return DesktopSpec(
+        desktop_id=desktop.pk,
+        screen=ScreenSize(desktop.width, desktop.height),
+        vnc_password=desktop.vnc_password,
+        vnc_view_password=desktop.vnc_view_password,
+        agent_key=desktop.agent_key,
+        display=display,
+        vnc_port=desktop.vnc_port,
+        control_port=None if display is None else settings.TANDEM_CONTROL_PORT_BASE + display,
+        home_template=Path(template.home_template) if template.home_template else None,
+        autostart=tuple(tuple(argv) for argv in template.autostart),
+        image=template.image,
+        instance_id=desktop.instance_id,
+    )
+
+
+def endpoint_of(desktop: Desktop) -> Endpoint:
+    return Endpoint(
+        instance_id=desktop.instance_id,
+        vnc_host=desktop.vnc_host,
+        vnc_port=desktop.vnc_port or 0,
+        screen=ScreenSize(desktop.width, desktop.height),
+        display="" if desktop.display is None else f":{desktop.display}",
+        control_address=desktop.control_address,
+    )
+
+
+def _set_status(desktop: Desktop, status: str, **fields: Any) -> None:
+    desktop.status = status
+    desktop.state_changed_at = timezone.now()
+    for name, value in fields.items():
+        setattr(desktop, name, value)
+    desktop.save(update_fields=["status", "state_changed_at", *fields])
+
+
+# --- creating, starting, resetting, stopping: on the owning host's worker ----------------------
+
+
+def create_desktop(template: DesktopTemplate, host: str) -> Desktop:
+    """A new ``starting`` row with a display allocated on ``host`` (when the provider needs one)."""
+    provider = get_provider(template.provider)
+    low, high = settings.TANDEM_DISPLAY_RANGE
+    for _ in range(10):
+        try:
+            with transaction.atomic():
+                display = None
+                if provider.allocates_display:
+                    used = set(
+                        Desktop.objects.filter(host=host, status__in=LIVE_STATUSES).values_list(
+                            "display", flat=True
+                        )
+                    )
+                    display = next((d for d in range(low, high + 1) if d not in used), None)
+                    if display is None:
+                        raise NoDesktopAvailable(f"host {host} has no free display in {low}–{high}")
+                desktop = Desktop(
+                    template=template,
+                    host=host,
+                    provider=template.provider,
+                    display=display,
+                    vnc_port=None if display is None else settings.TANDEM_VNC_PORT_BASE + display,
+                    width=template.width,
+                    height=template.height,
+                )
+                _rotate_secrets(desktop)
+                desktop.save()
+                return desktop
+        except IntegrityError:
+            continue  # another worker took that display a moment ago: pick again
+    raise NoDesktopAvailable(f"could not allocate a display on host {host}")
+
+
+def _apply_endpoint(desktop: Desktop, endpoint: Endpoint) -> None:
+    desktop.instance_id = endpoint.instance_id
+    desktop.vnc_host = endpoint.vnc_host
+    desktop.vnc_port = endpoint.vnc_port
+    desktop.control_address = endpoint.control_address
+    _set_status(
+        desktop,
+        DesktopStatus.READY,
+        instance_id=endpoint.instance_id,
+        vnc_host=endpoint.vnc_host,
+        vnc_port=endpoint.vnc_port,
+        control_address=endpoint.control_address,
+        health_failures=0,
+        broken_reason="",
+    )
+
+
+def _break(desktop: Desktop, reason: str) -> None:
+    _set_status(desktop, DesktopStatus.BROKEN, broken_reason=reason[:500])
+
+
+def start_desktop(desktop_id: int) -> Desktop:
+    """Start a ``starting`` desktop; it ends ``ready`` or ``broken``."""
+    with transaction.atomic():
+        desktop = (
+            Desktop.objects.select_for_update(skip_locked=True)
+            .select_related("template")
+            .filter(pk=desktop_id, status=DesktopStatus.STARTING)
+            .first()
+        )
+        if desktop is None:
+            return Desktop.objects.get(pk=desktop_id)
+        provider = get_provider(desktop.provider)
+        try:
+            _apply_endpoint(desktop, provider.start(spec_for(desktop)))
+        except DesktopError as error:
+            _break(desktop, f"start failed: {error}")
+    return desktop
+
+
+def reset_desktop(desktop_id: int) -> Desktop:
+    """Reset a ``resetting`` desktop with fresh secrets; it ends ``ready`` or ``broken``."""
+    with transaction.atomic():
+        desktop = (
+            Desktop.objects.select_for_update(skip_locked=True)
+            .select_related("template")
+            .filter(pk=desktop_id, status=DesktopStatus.RESETTING)
+            .first()
+        )
+        if desktop is None:  # someone else is resetting it, or it is not to be reset
+            return Desktop.objects.get(pk=desktop_id)
+        provider = get_provider(desktop.provider)
+        old = spec_for(desktop)
+        _rotate_secrets(desktop)
+        desktop.save(update_fields=["vnc_password", "vnc_view_password", "agent_key"])
+        try:
+            provider.stop(old)
+            _apply_endpoint(desktop, provider.start(spec_for(desktop)))
+        except DesktopError as error:
+            _break(desktop, f"reset failed: {error}")
+    return desktop
+
+
+def stop_desktop(desktop_id: int, reason: str = "") -> None:
+    with transaction.atomic():
+        desktop = Desktop.objects.select_for_update().select_related("template").get(pk=desktop_id)
+        if desktop.status == DesktopStatus.STOPPED:
+            return
+        get_provider(desktop.provider).stop(spec_for(desktop))
+        _set_status(
+            desktop,
+            DesktopStatus.STOPPED,
+            leased_by=None,
+            lease_expires_at=None,
+            broken_reason=reason[:500] or desktop.broken_reason,
+        )
+
+
+# --- leasing: on the annotator's path, milliseconds, any process -------------------------------
+
+
+def lease_desktop(template: DesktopTemplate, user: Any, ref: str, seconds: int) -> Desktop:
+    """Hand the longest-ready desktop of ``template`` to ``user``; raise if none is ready."""
+    now = timezone.now()
+    with transaction.atomic():
+        desktop = (
+            Desktop.objects.select_for_update(skip_locked=True)
+            .filter(template=template, status=DesktopStatus.READY)
+            .order_by("state_changed_at", "id")
+            .first()
+        )
+        if desktop is None:
+            raise NoDesktopAvailable(
+                f"No {template.name} desktop is ready right now; the pool is starting more."
+            )
+        _set_status(
+            desktop,
+            DesktopStatus.LEASED,
+            leased_by=user,
+            lease_ref=ref,
+            leased_at=now,
+            lease_expires_at=now + timedelta(seconds=seconds),
+        )
+    return desktop
+
+
+def renew_desktop_lease(desktop_id: int, user: Any, seconds: int) -> datetime:
+    expires = timezone.now() + timedelta(seconds=seconds)
+    renewed = Desktop.objects.filter(
+        pk=desktop_id, status=DesktopStatus.LEASED, leased_by=user
+    ).update(lease_expires_at=expires)
+    if renewed != 1:
+        raise DesktopLeaseLost("This desktop is no longer leased to you.")
+    return expires
+
+
+def release_desktop(desktop_id: int, user: Any | None = None) -> bool:
+    """End a lease: the desktop's streams die now, its reset runs on its host's worker."""
+    rows = Desktop.objects.filter(pk=desktop_id, status=DesktopStatus.LEASED)
+    if user is not None:
+        rows = rows.filter(leased_by=user)
+    changed = rows.update(
+        status=DesktopStatus.RESETTING,
+        generation=F("generation") + 1,
+        leased_by=None,
+        lease_ref="",
+        lease_expires_at=None,
+        state_changed_at=timezone.now(),
+    )
+    if changed:
+        _after_commit_on_host(desktop_id, "vm_pool.jobs.reset_desktop")
+    return bool(changed)
+
+
+def _after_commit_on_host(desktop_id: int, job: str) -> None:
+    from backend.celery import app
+
+    host = Desktop.objects.values_list("host", flat=True).get(pk=desktop_id)
+    transaction.on_commit(lambda: app.send_task(job, args=[desktop_id], queue=host_queue(host)))
+
+
+# --- keeping the pool healthy: periodic, per host ----------------------------------------------
+
+
+def register_host(host: str, providers: list[str]) -> DesktopHost:
+    row, _ = DesktopHost.objects.update_or_create(
+        name=host, defaults={"providers": providers, "last_seen_at": timezone.now()}
+    )
+    return row
+
+
+def check_health(host: str) -> list[int]:
+    """Mark desktops of ``host`` that fail their health check broken; return their ids."""
+    broken = []
+    for desktop in Desktop.objects.select_related("template").filter(
+        host=host, status__in=[DesktopStatus.READY, DesktopStatus.LEASED]
+    ):
+        health = get_provider(desktop.provider).health(spec_for(desktop))
+        now = timezone.now()
+        if health.ok:
+            Desktop.objects.filter(pk=desktop.pk).update(last_health_at=now, health_failures=0)
+            continue
+        # Only a desktop still in the state we checked is marked: a concurrent lease or
+        # release wins over a stale reading.
+        marked = Desktop.objects.filter(pk=desktop.pk, status=desktop.status).update(
+            status=DesktopStatus.BROKEN,
+            broken_reason=f"health check failed: {health.reason}"[:500],
+            last_health_at=now,
+            health_failures=F("health_failures") + 1,
+            state_changed_at=now,
+        )
+        if marked:
+            broken.append(desktop.pk)
+    return broken
+
+
+def maintain_host(host: str) -> dict[str, int]:
+    """Stop broken desktops, redo abandoned resets and starts, top each template up to min_ready."""
+    stale = timezone.now() - STALE_TRANSITION
+    done = {"stopped": 0, "resumed": 0, "started": 0}
+    mine = Desktop.objects.filter(host=host)
+    for desktop_id in mine.filter(status=DesktopStatus.BROKEN).values_list("pk", flat=True):
+        stop_desktop(desktop_id)
+        done["stopped"] += 1
+    for desktop_id in mine.filter(
+        status=DesktopStatus.RESETTING, state_changed_at__lt=stale
+    ).values_list("pk", flat=True):
+        reset_desktop(desktop_id)
+        done["resumed"] += 1
+    for desktop_id in mine.filter(
+        status=DesktopStatus.STARTING, state_changed_at__lt=stale
+    ).values_list("pk", flat=True):
+        start_desktop(desktop_id)
+        done["resumed"] += 1
+    providers = DesktopHost.objects.filter(name=host).values_list("providers", flat=True).first()
+    templates = DesktopTemplate.objects.filter(provider__in=providers or ["local"]).annotate(
+        warm=Count(
+            "desktops",
+            filter=Q(desktops__host=host)
+            & Q(desktops__status__in=[DesktopStatus.READY, DesktopStatus.STARTING]),
+        ),
+        live=Count(
+            "desktops", filter=Q(desktops__host=host) & Q(desktops__status__in=LIVE_STATUSES)
+        ),
+    )
+    for template in templates:
+        missing = min(template.min_ready - template.warm, template.max_desktops - template.live)
+        for _ in range(max(0, missing)):
+            start_desktop(create_desktop(template, host).pk)
+            done["started"] += 1
+    return done
+
+
+def recover_host(host: str) -> int:
+    """At worker start: nothing of this host is in flight, so every unfinished reset is redone."""
+    pending = list(
+        Desktop.objects.filter(
+            host=host, status__in=[DesktopStatus.RESETTING, DesktopStatus.STARTING]
+        ).values_list("pk", "status")
+    )
+    for desktop_id, status in pending:
+        if status == DesktopStatus.RESETTING:
+            reset_desktop(desktop_id)
+        else:
+            start_desktop(desktop_id)
+    return len(pending)
+
+
+def release_lapsed_desktop_leases() -> int:
+    lapsed = Desktop.objects.filter(
+        status=DesktopStatus.LEASED, lease_expires_at__lt=timezone.now()
+    )
+    return sum(release_desktop(pk) for pk in lapsed.values_list("pk", flat=True))
