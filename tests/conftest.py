@@ -1,5 +1,6 @@
 """Shared fixtures: users with roles, projects, API clients signed in by session or by token."""
 
+import os
 from collections.abc import Callable
 
 import pytest
@@ -16,6 +17,14 @@ PASSWORD = "correct horse battery staple"
 def fast_password_hashing(settings):
     """Tests create many users; the production hasher is slow on purpose."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def desktop_settings(settings, tmp_path_factory):
+    """Test desktops use their own displays (apart from a running demo's) and files."""
+    base = 400 + (os.getpid() % 40) * 25
+    settings.TANDEM_DISPLAY_RANGE = (base, base + 24)
+    settings.TANDEM_DESKTOP_ROOT = tmp_path_factory.getbasetemp() / "desktops"
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from django.conf import settings
 
@@ -55,11 +55,18 @@ class LocalControl:
     """Actions and screenshots in-process through XTEST; programs and files through the agent."""
 
     def __init__(self, spec: DesktopSpec, endpoint: Endpoint) -> None:
-        from vm_pool.x11 import X11Controller  # needs a running X server: import on use
-
         self.agent = AgentClient(endpoint.control_address, spec.agent_key, spec.screen)
-        self.x11 = X11Controller(endpoint.display)
+        self.display = endpoint.display
         self.screen = spec.screen
+        self._x11: Any = None
+
+    @property
+    def x11(self) -> Any:
+        if self._x11 is None:  # connects to the X server on first use
+            from vm_pool.x11 import X11Controller
+
+            self._x11 = X11Controller(self.display)
+        return self._x11
 
     def execute(self, action: Action) -> None:
         self.x11.execute(action)
@@ -77,7 +84,8 @@ class LocalControl:
         self.agent.put_file(path, data)
 
     def close(self) -> None:
-        self.x11.close()
+        if self._x11 is not None:
+            self._x11.close()
 
 
 class LocalProvider(DesktopProvider):

@@ -1,0 +1,167 @@
+"""Task setup: the OSWorld-style steps that prepare a desktop before the first observation.
+
+A task's ``setup`` is a list of ``{"type": ..., "parameters": {...}}``. The steps that make
+sense on a desktop Tandem controls are supported:
+
+- ``launch`` — start a program (``command``: argv list or a string, ``shell``: bool)
+- ``execute`` / ``command`` — run a command to completion; a non-zero exit fails the setup
+- ``open`` — open a file or folder with its default program (``path``)
+- ``chrome_open_tabs`` — open URLs in the desktop's browser (``urls_to_open``)
+- ``file`` — put a file in place (``path`` and ``content`` or ``content_b64``)
+- ``download`` — put files in place from ``url``s (``files``: [{url, path}]); ``file://`` and
+  ``data:`` URLs are read here, network URLs only where the host can reach them
+- ``sleep`` — wait (``seconds``)
+
+Every step is checked before any runs: a setup with an unsupported step (OSWorld's
+``googledrive``, ``login``, …) or malformed parameters is refused whole, naming the step.
+"""
+
+import base64
+import shlex
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from backend.errors import DomainError
+from vm_pool.providers.base import DesktopControl, DesktopError
+
+BROWSER = ["chromium", "--no-first-run", "--no-default-browser-check", "--no-sandbox",
+           "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+           "--disable-sync", "--password-store=basic"]  # fmt: skip
+COMMAND_TIMEOUT = 120.0
+MAX_SLEEP = 60.0
+
+
+class SetupFailed(DomainError):
+    status_code = 422
+    code = "setup_failed"
+
+
+@dataclass(frozen=True)
+class SetupStep:
+    number: int  # counting from 1, as people read a task file
+    type: str
+    parameters: dict[str, Any]
+
+    def name(self) -> str:
+        return f"setup step {self.number} ({self.type})"
+
+
+def _argv(step: SetupStep, key: str = "command") -> list[str]:
+    command = step.parameters.get(key)
+    if isinstance(command, str) and command.strip():
+        return ["bash", "-c", command] if step.parameters.get("shell") else shlex.split(command)
+    if isinstance(command, list) and command and all(isinstance(a, str) for a in command):
+        if step.parameters.get("shell"):
+            return ["bash", "-c", " ".join(command)]
+        return list(command)
+    raise SetupFailed(f"{step.name()}: '{key}' must be a non-empty string or list of strings")
+
+
+def _fetch(step: SetupStep, url: str) -> bytes:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.read()
+    except (OSError, ValueError) as error:
+        raise SetupFailed(f"{step.name()}: cannot fetch {url}: {error}") from error
+
+
+def _launch(control: DesktopControl, step: SetupStep) -> None:
+    control.launch(_argv(step))
+
+
+def _execute(control: DesktopControl, step: SetupStep) -> None:
+    result = control.run(
+        _argv(step), timeout=float(step.parameters.get("timeout", COMMAND_TIMEOUT))
+    )
+    if result.returncode != 0:
+        raise SetupFailed(f"{step.name()} exited with {result.returncode}: {result.output[-500:]}")
+
+
+def _open(control: DesktopControl, step: SetupStep) -> None:
+    path = step.parameters.get("path")
+    if not isinstance(path, str) or not path:
+        raise SetupFailed(f"{step.name()}: 'path' must be a non-empty string")
+    control.launch(["xdg-open", path])
+
+
+def _open_tabs(control: DesktopControl, step: SetupStep) -> None:
+    urls = step.parameters.get("urls_to_open")
+    if not isinstance(urls, list) or not urls or not all(isinstance(u, str) for u in urls):
+        raise SetupFailed(f"{step.name()}: 'urls_to_open' must be a non-empty list of URLs")
+    control.launch([*BROWSER, *urls])
+
+
+def _file(control: DesktopControl, step: SetupStep) -> None:
+    path = step.parameters.get("path")
+    if not isinstance(path, str) or not path:
+        raise SetupFailed(f"{step.name()}: 'path' must be a non-empty string")
+    if isinstance(step.parameters.get("content"), str):
+        data = step.parameters["content"].encode()
+    elif isinstance(step.parameters.get("content_b64"), str):
+        data = base64.b64decode(step.parameters["content_b64"])
+    else:
+        raise SetupFailed(f"{step.name()}: give 'content' or 'content_b64'")
+    control.put_file(path, data)
+
+
+def _download(control: DesktopControl, step: SetupStep) -> None:
+    files = step.parameters.get("files")
+    if not isinstance(files, list) or not files:
+        raise SetupFailed(f"{step.name()}: 'files' must be a non-empty list of {{url, path}}")
+    for item in files:
+        if not isinstance(item, dict) or not all(
+            isinstance(item.get(k), str) for k in ("url", "path")
+        ):
+            raise SetupFailed(f"{step.name()}: each file needs a 'url' and a 'path'")
+        control.put_file(item["path"], _fetch(step, item["url"]))
+
+
+def _sleep(control: DesktopControl, step: SetupStep) -> None:
+    seconds = step.parameters.get("seconds", 1)
+    if not isinstance(seconds, int | float) or not 0 <= seconds <= MAX_SLEEP:
+        raise SetupFailed(f"{step.name()}: 'seconds' must be a number from 0 to {MAX_SLEEP:g}")
+    time.sleep(seconds)
+
+
+RUNNERS: dict[str, Callable[[DesktopControl, SetupStep], None]] = {
+    "launch": _launch,
+    "execute": _execute,
+    "command": _execute,
+    "open": _open,
+    "chrome_open_tabs": _open_tabs,
+    "file": _file,
+    "download": _download,
+    "sleep": _sleep,
+}
+
+
+def parse_setup(setup: list[dict[str, Any]]) -> list[SetupStep]:
+    """Check every step before anything runs; refuse the whole setup naming the first bad step."""
+    steps = []
+    for number, raw in enumerate(setup, start=1):
+        kind = raw.get("type") if isinstance(raw, dict) else None
+        parameters = raw.get("parameters", {}) if isinstance(raw, dict) else None
+        if not isinstance(kind, str) or not isinstance(parameters, dict):
+            raise SetupFailed(f"setup step {number} is not {{'type': …, 'parameters': {{…}}}}")
+        step = SetupStep(number, kind, parameters)
+        if kind not in RUNNERS:
+            raise SetupFailed(
+                f"{step.name()} is not supported on this desktop; supported: "
+                + ", ".join(sorted(RUNNERS))
+            )
+        steps.append(step)
+    return steps
+
+
+def run_setup(control: DesktopControl, setup: list[dict[str, Any]]) -> int:
+    """Run a task's setup on a desktop; return the number of steps run."""
+    steps = parse_setup(setup)
+    for step in steps:
+        try:
+            RUNNERS[step.type](control, step)
+        except DesktopError as error:
+            raise SetupFailed(f"{step.name()} failed: {error}") from error
+    return len(steps)
