@@ -4,7 +4,7 @@ from typing import Any
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from annotation.notifications import user_group
+from backend.notifications import user_group
 
 
 class NotificationConsumer(AsyncJsonWebsocketConsumer):

@@ -28,9 +28,9 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from annotation.models import Episode, EpisodeOutcome, Project, Task, TaskEvent, TaskStatus
-from annotation.notifications import notify_user
 from backend.accounts.models import User
 from backend.errors import DomainError
+from backend.notifications import notify_user
 
 
 class NoTaskAvailable(DomainError):

@@ -6,8 +6,11 @@ import time
 from pathlib import Path
 
 import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from django.conf import settings
 
+from backend.notifications import user_group
 from vm_pool import pool
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 from vm_pool.providers import get_provider
@@ -93,7 +96,8 @@ def test_release_resets_home_and_rotates_secrets(template, desktops, make_user):
 
 def test_killed_xvfb_is_found_broken_then_replaced(template, desktops, make_user):
     desktop = ready_desktop(template)
-    pool.lease_desktop(template, make_user("ann"), "task:1", 60)
+    holder = make_user("ann")
+    pool.lease_desktop(template, holder, "task:1", 60)
     xvfb = [
         int(pid)
         for pid in os.listdir("/proc")
@@ -103,7 +107,13 @@ def test_killed_xvfb_is_found_broken_then_replaced(template, desktops, make_user
     os.kill(xvfb[0], signal.SIGKILL)
     time.sleep(0.3)
 
+    layer = get_channel_layer()
+    inbox = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(user_group(holder.pk), inbox)
+
     assert pool.check_health(settings.TANDEM_HOST) == [desktop.pk]
+    notice = async_to_sync(layer.receive)(inbox)  # what the holder's open sockets receive
+    assert notice["event"] == "desktop_failed" and notice["payload"]["desktop"] == desktop.pk
     desktop.refresh_from_db()
     assert desktop.status == DesktopStatus.BROKEN
     assert "xvfb" in desktop.broken_reason  # the holder is told what failed

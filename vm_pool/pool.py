@@ -29,6 +29,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from backend.errors import DomainError
+from backend.notifications import notify_user
 from vm_pool.actions import ScreenSize
 from vm_pool.models import (
     LIVE_STATUSES,
@@ -315,6 +316,12 @@ def check_health(host: str) -> list[int]:
         )
         if marked:
             broken.append(desktop.pk)
+            if desktop.status == DesktopStatus.LEASED and desktop.leased_by_id is not None:
+                notify_user(
+                    desktop.leased_by_id,
+                    "desktop_failed",
+                    {"desktop": desktop.pk, "reason": health.reason, "ref": desktop.lease_ref},
+                )
     return broken
 
 
