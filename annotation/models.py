@@ -128,6 +128,12 @@ class Task(models.Model):
                 condition=Q(status="queued"),
                 name="task_pool_order",
             ),
+            # For annotators of several projects: walk all queued tasks in claim order.
+            models.Index(
+                fields=["-priority", "id"],
+                condition=Q(status="queued"),
+                name="task_pool_order_all_projects",
+            ),
             models.Index(
                 fields=["assignee", "status", "-priority", "id"], name="task_assignee_queue"
             ),

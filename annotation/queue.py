@@ -75,13 +75,15 @@ def _event(task: Task, kind: str, actor: User | None, reason: str = "") -> TaskE
 def claim_next_task(user: User, projects: QuerySet[Project]) -> Claim:
     """Give ``user`` their next task from ``projects`` under a fresh lease (rules above)."""
     now = timezone.now()
+    # Plain ids, so that PostgreSQL can walk the pool's partial index instead of sorting.
+    names = dict(projects.values_list("pk", "name"))
     with transaction.atomic():
         User.objects.select_for_update().filter(pk=user.pk).values_list("pk").get()
         # A held task is resumed even when its lease lapsed a moment ago: until the reaper
         # returns it to the pool, nobody else can have it.
         held = (
             Task.objects.select_for_update()
-            .filter(project__in=projects, assignee=user, status=TaskStatus.IN_PROGRESS)
+            .filter(project_id__in=list(names), assignee=user, status=TaskStatus.IN_PROGRESS)
             .first()
         )
         if held is not None:
@@ -90,21 +92,17 @@ def claim_next_task(user: User, projects: QuerySet[Project]) -> Claim:
             held.save(update_fields=["lease_expires_at", "updated_at"])
             return Claim(held, held.lease_id, held.lease_expires_at, "resumed your held task", True)
 
-        candidates = (
-            Task.objects.select_for_update(skip_locked=True, of=("self",))
-            .select_related("project")
-            .order_by("-priority", "id")
-        )
+        candidates = Task.objects.select_for_update(skip_locked=True).order_by("-priority", "id")
         task = candidates.filter(
-            project__in=projects, status=TaskStatus.ASSIGNED, assignee=user
+            project_id__in=list(names), status=TaskStatus.ASSIGNED, assignee=user
         ).first()
         if task is not None:
             reason = f"assigned to you; highest priority ({task.priority}) in your own queue"
         else:
-            task = candidates.filter(project__in=projects, status=TaskStatus.QUEUED).first()
+            task = candidates.filter(project_id__in=list(names), status=TaskStatus.QUEUED).first()
             if task is None:
                 raise NoTaskAvailable("No task is available for you right now.")
-            reason = f"highest priority ({task.priority}) in the pool of {task.project.name}"
+            reason = f"highest priority ({task.priority}) in the pool of {names[task.project_id]}"
 
         task.status = TaskStatus.IN_PROGRESS
         task.assignee = user

@@ -1,5 +1,6 @@
 """Start Tandem's real processes (ASGI server, Celery worker) for a test, and stop them after."""
 
+import contextlib
 import os
 import signal
 import socket
@@ -48,7 +49,8 @@ def running(
             time.sleep(0.2)
         yield process
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # the test may have killed it already
+            os.killpg(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
