@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 BENCH_DB_NAME = "tandem_bench"
 
-BENCHMARKS: tuple[str, ...] = ("tests.bench.claim",)
+BENCHMARKS: tuple[str, ...] = ("tests.bench.claim", "tests.bench.desktops")
 
 
 def setup_django() -> None:
