@@ -220,6 +220,17 @@ TANDEM_DISPLAY_RANGE = (env_int("TANDEM_DISPLAY_MIN", 100), env_int("TANDEM_DISP
 TANDEM_VNC_PORT_BASE = env_int("TANDEM_VNC_PORT_BASE", 15900)
 TANDEM_CONTROL_PORT_BASE = env_int("TANDEM_CONTROL_PORT_BASE", 16900)
 
+# Desktops in containers (provider "docker"): the engine (empty: DOCKER_HOST, else the local
+# socket), the image of templates that name none, the address their VNC and agent ports are
+# published on (127.0.0.1, or this host's private address when websockify runs elsewhere),
+# each container's limits, and how long a start may take.
+TANDEM_DOCKER_URL = env("TANDEM_DOCKER_URL")
+TANDEM_DESKTOP_IMAGE = env("TANDEM_DESKTOP_IMAGE", "tandem-desktop:latest")
+TANDEM_DOCKER_PUBLISH_HOST = env("TANDEM_DOCKER_PUBLISH_HOST", "127.0.0.1")
+TANDEM_DOCKER_MEMORY = env("TANDEM_DOCKER_MEMORY", "2g")
+TANDEM_DOCKER_CPUS = float(env("TANDEM_DOCKER_CPUS", "2"))
+TANDEM_DOCKER_START_TIMEOUT = env_int("TANDEM_DOCKER_START_TIMEOUT", 60)
+
 # Personal access tokens: the longest life a token may ask for.
 TANDEM_TOKEN_MAX_DAYS = env_int("TANDEM_TOKEN_MAX_DAYS", 365)
 

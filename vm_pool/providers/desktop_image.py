@@ -1,0 +1,47 @@
+"""The desktop image: what a container image or machine image for desktops holds, and how its
+agent is configured.
+
+The ``docker`` and ``aws`` providers run each desktop in a machine of its own, built from
+``deploy/desktop.Dockerfile`` (or an AMI with the same layout): a non-root user whose HOME is
+the template's fresh HOME, the project's ``vm_pool`` package with a Python environment for the
+agent, and the desktop programs. Inside the machine the agent serves on fixed ports, bound to
+all of the machine's interfaces; who can reach them is decided outside it (a port published on
+127.0.0.1 or a private address, a security group).
+"""
+
+from typing import Any
+
+from vm_pool.providers.base import DesktopSpec
+
+USER = "tandem"
+UID = 1000  # fixed in the image, so that files copied in can be owned by the desktop's user
+HOME = "/home/tandem"
+APP_DIR = "/opt/tandem"  # holds vm_pool/ and the agent's Python environment in venv/
+PYTHON = f"{APP_DIR}/venv/bin/python"
+CONFIG_DIR = "/etc/tandem"
+CONFIG_PATH = f"{CONFIG_DIR}/agent.json"
+WORK_DIR = "/var/lib/tandem"  # the agent's logs and VNC password file
+DISPLAY = 1
+VNC_PORT = 5900
+CONTROL_PORT = 7000
+AGENT_COMMAND = (PYTHON, "-m", "vm_pool.agent", "--config", CONFIG_PATH)
+
+
+def agent_config(spec: DesktopSpec) -> dict[str, Any]:
+    """The agent's config for a desktop in its own machine; it holds the desktop's secrets."""
+    return {
+        "display": DISPLAY,
+        "width": spec.screen.width,
+        "height": spec.screen.height,
+        "vnc_port": VNC_PORT,
+        "vnc_listen": "0.0.0.0",
+        "control_host": "0.0.0.0",
+        "control_port": CONTROL_PORT,
+        "vnc_password": spec.vnc_password,
+        "vnc_view_password": spec.vnc_view_password,
+        "agent_key": spec.agent_key,
+        "home": HOME,
+        "work_dir": WORK_DIR,
+        "autostart": [list(argv) for argv in spec.autostart],
+        "window_manager": ["openbox", "--config-file", f"{HOME}/.config/openbox/rc.xml"],
+    }
