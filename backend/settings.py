@@ -231,6 +231,19 @@ TANDEM_DOCKER_MEMORY = env("TANDEM_DOCKER_MEMORY", "2g")
 TANDEM_DOCKER_CPUS = float(env("TANDEM_DOCKER_CPUS", "2"))
 TANDEM_DOCKER_START_TIMEOUT = env_int("TANDEM_DOCKER_START_TIMEOUT", 60)
 
+# Desktops on EC2 (provider "aws"): a template's image is an AMI. Credentials come from boto3's
+# usual chain (environment, instance profile). The endpoint URL is for EC2-compatible services.
+# A start waits for the instance to run and for its agent to answer, up to the start timeout.
+TANDEM_AWS_REGION = env("TANDEM_AWS_REGION", "us-east-1")
+TANDEM_AWS_ENDPOINT_URL = env("TANDEM_AWS_ENDPOINT_URL")
+TANDEM_AWS_INSTANCE_TYPE = env("TANDEM_AWS_INSTANCE_TYPE", "t3.large")
+TANDEM_AWS_SUBNET_ID = env("TANDEM_AWS_SUBNET_ID")
+TANDEM_AWS_SECURITY_GROUP_IDS = [
+    g for g in env("TANDEM_AWS_SECURITY_GROUP_IDS", "").split(",") if g
+]
+TANDEM_AWS_KEY_NAME = env("TANDEM_AWS_KEY_NAME")
+TANDEM_AWS_START_TIMEOUT = env_int("TANDEM_AWS_START_TIMEOUT", 600)
+
 # Personal access tokens: the longest life a token may ask for.
 TANDEM_TOKEN_MAX_DAYS = env_int("TANDEM_TOKEN_MAX_DAYS", 365)
 
