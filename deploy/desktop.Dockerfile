@@ -41,8 +41,8 @@ RUN apt-get update \
 RUN python3 -m venv /opt/tandem/venv \
     && /opt/tandem/venv/bin/pip install \
         "python-xlib>=0.33" \
-        "mss>=9.0" \
-        "Pillow>=10.4" \
+        "mss>=10.2,<11" \
+        "Pillow>=10.0" \
         "isal>=1.6" \
         "Django>=5.2,<5.3"
 
