@@ -10,6 +10,10 @@ from vm_pool.actions import Action, ScreenSize
 from vm_pool.providers.base import CommandResult, DesktopError, Health, Observation
 
 
+# Agents live on this host or the private network: never route their calls through a proxy.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 class AgentClient:
     def __init__(self, address: str, key: str, screen: ScreenSize, timeout: float = 30.0) -> None:
         self.base = f"http://{address}"
@@ -32,7 +36,7 @@ class AgentClient:
             headers={"X-Tandem-Agent-Key": self.key, "Content-Type": "application/json"},
         )
         try:
-            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
+            with _DIRECT.open(request, timeout=timeout or self.timeout) as response:
                 return response.status, dict(response.headers), response.read()
         except urllib.error.HTTPError as error:
             return error.code, dict(error.headers), error.read()

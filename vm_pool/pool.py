@@ -17,6 +17,7 @@ Rules:
   on (host, display) over live desktops makes a collision impossible, and a retry picks again.
 """
 
+import logging
 import secrets
 import string
 from datetime import datetime, timedelta
@@ -41,6 +42,8 @@ from vm_pool.models import (
 )
 from vm_pool.providers import get_provider
 from vm_pool.providers.base import DesktopError, DesktopSpec, Endpoint
+
+logger = logging.getLogger(__name__)
 
 # A reset or start that has not finished after this long was abandoned by a dead worker.
 STALE_TRANSITION = timedelta(seconds=90)
@@ -331,7 +334,11 @@ def maintain_host(host: str) -> dict[str, int]:
     done = {"stopped": 0, "resumed": 0, "started": 0}
     mine = Desktop.objects.filter(host=host)
     for desktop_id in mine.filter(status=DesktopStatus.BROKEN).values_list("pk", flat=True):
-        stop_desktop(desktop_id)
+        try:
+            stop_desktop(desktop_id)
+        except DesktopError as error:  # stays broken (never leased); retried next round
+            logger.warning("could not stop broken desktop %s: %s", desktop_id, error)
+            continue
         done["stopped"] += 1
     for desktop_id in mine.filter(
         status=DesktopStatus.RESETTING, state_changed_at__lt=stale

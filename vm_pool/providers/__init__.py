@@ -6,14 +6,16 @@ once; ``get_provider(name)`` returns the shared instance.
 
 from functools import cache
 
-from django.conf import settings
-from django.utils.module_loading import import_string
-
 from vm_pool.providers.base import DesktopProvider
 
 
 @cache
 def get_provider(name: str) -> DesktopProvider:
+    # Django is imported here, not at the top: the in-desktop agent imports provider modules
+    # on machines that run no Django.
+    from django.conf import settings
+    from django.utils.module_loading import import_string
+
     try:
         path = settings.TANDEM_DESKTOP_PROVIDERS[name]
     except KeyError:
