@@ -9,7 +9,6 @@ from typing import Any
 from vm_pool.actions import Action, ScreenSize
 from vm_pool.providers.base import CommandResult, DesktopError, Health, Observation
 
-
 # Agents live on this host or the private network: never route their calls through a proxy.
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
