@@ -97,6 +97,10 @@ class Desktop:
                 f"{c.width}x{c.height}x24",
                 "-nolisten",
                 "tcp",
+                # Without it the server resets whenever its last client leaves: the probe below
+                # leaving makes the next client (the window manager) fail to connect, and a
+                # program that leaves sees its root window settings undone.
+                "-noreset",
             ],
         )
         self._wait_for_x()
