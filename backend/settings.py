@@ -244,6 +244,13 @@ TANDEM_AWS_SECURITY_GROUP_IDS = [
 TANDEM_AWS_KEY_NAME = env("TANDEM_AWS_KEY_NAME")
 TANDEM_AWS_START_TIMEOUT = env_int("TANDEM_AWS_START_TIMEOUT", 600)
 
+# Streaming: one websockify process fronts every desktop (vm_pool.websockify_tokens); deploy/dev.sh
+# starts it on TANDEM_WEBSOCKIFY_BIND (default 127.0.0.1:6080). Browsers reach it at
+# TANDEM_WEBSOCKIFY_PUBLIC_URL (a proxy's wss:// address in production). A stream token opens
+# connections for TANDEM_STREAM_TOKEN_SECONDS after it is issued.
+TANDEM_WEBSOCKIFY_PUBLIC_URL = env("TANDEM_WEBSOCKIFY_PUBLIC_URL", "ws://127.0.0.1:6080")
+TANDEM_STREAM_TOKEN_SECONDS = env_int("TANDEM_STREAM_TOKEN_SECONDS", 30)
+
 # Personal access tokens: the longest life a token may ask for.
 TANDEM_TOKEN_MAX_DAYS = env_int("TANDEM_TOKEN_MAX_DAYS", 365)
 

@@ -9,6 +9,7 @@ from rest_framework.routers import DefaultRouter
 from annotation.api import EpisodeViewSet, MembershipViewSet, ProjectViewSet, TaskViewSet
 from backend import views
 from backend.accounts.api import AccessTokenViewSet, MeView
+from vm_pool.api import DesktopViewSet
 
 router = DefaultRouter()
 router.register("projects", ProjectViewSet, basename="project")
@@ -16,6 +17,7 @@ router.register("memberships", MembershipViewSet, basename="membership")
 router.register("tasks", TaskViewSet, basename="task")
 router.register("episodes", EpisodeViewSet, basename="episode")
 router.register("tokens", AccessTokenViewSet, basename="token")
+router.register("desktops", DesktopViewSet, basename="desktop")
 
 admin.site.site_header = "Tandem administration"
 admin.site.site_title = "Tandem"

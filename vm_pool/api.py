@@ -1,0 +1,99 @@
+"""The desktop API: the pool as staff watch it, and stream tokens for the browser.
+
+Who sees which desktop: staff (``is_staff``) and admins see every desktop; anyone else sees
+only the desktop they hold a lease on, and "not found" for the others. Streams: the lease
+holder gets control, staff and admins get view-only (design §6, §8).
+"""
+
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from vm_pool import streaming
+from vm_pool.models import Desktop, DesktopStatus
+
+
+class DesktopSerializer(serializers.ModelSerializer):
+    template = serializers.CharField(source="template.name", read_only=True)
+    leased_by = serializers.CharField(source="leased_by.username", read_only=True, default=None)
+
+    class Meta:
+        model = Desktop
+        fields = [
+            "id",
+            "template",
+            "host",
+            "provider",
+            "status",
+            "generation",
+            "width",
+            "height",
+            "leased_by",
+            "lease_ref",
+            "leased_at",
+            "lease_expires_at",
+            "broken_reason",
+            "state_changed_at",
+        ]
+        read_only_fields = fields
+
+
+class StreamRequestSerializer(serializers.Serializer):
+    view_only = serializers.BooleanField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Left out: control for the lease holder, view-only for everyone else.",
+    )
+
+
+class StreamSerializer(serializers.Serializer):
+    url = serializers.CharField(help_text="The websockify address to open, token included.")
+    token = serializers.CharField()
+    password = serializers.CharField(help_text="The VNC password for this stream.")
+    view_only = serializers.BooleanField()
+    expires_at = serializers.DateTimeField(help_text="No new connection after this moment.")
+
+
+def _is_staff(user: object) -> bool:
+    return bool(getattr(user, "is_staff", False) or getattr(user, "is_superuser", False))
+
+
+class DesktopViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    serializer_class = DesktopSerializer
+    token_resource = "episodes"
+    filterset_fields = ["status", "host", "template__name"]
+    ordering_fields = ["id", "state_changed_at"]
+
+    def get_queryset(self) -> QuerySet[Desktop]:
+        user = self.request.user
+        desktops = Desktop.objects.select_related("template", "leased_by")
+        if _is_staff(user):
+            return desktops
+        return desktops.filter(status=DesktopStatus.LEASED, leased_by=user)
+
+    @extend_schema(request=StreamRequestSerializer, responses={201: StreamSerializer})
+    @action(detail=True, methods=["post"])
+    def stream(self, request: Request, pk: str) -> Response:
+        desktop = self.get_object()
+        body = StreamRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        view_only = body.validated_data["view_only"]
+        if view_only is None:
+            view_only = desktop.leased_by_id != request.user.pk
+        clear, token = streaming.issue_stream_token(desktop, request.user, view_only)
+        url = f"{settings.TANDEM_WEBSOCKIFY_PUBLIC_URL}/websockify?{urlencode({'token': clear})}"
+        stream = {
+            "url": url,
+            "token": clear,
+            "password": streaming.stream_password(token),
+            "view_only": token.view_only,
+            "expires_at": token.expires_at,
+        }
+        return Response(StreamSerializer(stream).data, status=status.HTTP_201_CREATED)

@@ -1,0 +1,43 @@
+"""websockify's token plugin: the token in a stream URL → the VNC address of its desktop.
+
+One websockify process serves every desktop::
+
+    websockify --token-plugin vm_pool.websockify_tokens.TandemTokens \\
+        --token-source backend.settings 127.0.0.1:6080
+
+``--token-source`` names the Django settings module; without it, ``DJANGO_SETTINGS_MODULE`` or
+``backend.settings``.
+
+The lookup goes through Django and ``vm_pool.streaming.resolve_stream_token`` rather than
+through psycopg and SQL of its own, so that the rule deciding whether a token opens a stream
+exists in one place only. websockify serves each connection in a forked child process and calls
+``lookup`` there: the parent sets Django up without opening a database connection, and every
+lookup closes the connection it opened, so no connection is shared between processes or held
+for the life of a stream.
+"""
+
+import os
+
+import django
+from websockify.token_plugins import BasePlugin
+
+DEFAULT_SETTINGS = "backend.settings"
+
+
+class TandemTokens(BasePlugin):
+    def __init__(self, src: str | None = None) -> None:
+        super().__init__(src)
+        if src:
+            os.environ["DJANGO_SETTINGS_MODULE"] = src
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", DEFAULT_SETTINGS)
+        django.setup()
+
+    def lookup(self, token: str) -> tuple[str, int] | None:
+        from django.db import connection
+
+        from vm_pool.streaming import resolve_stream_token  # needs the app registry: after setup
+
+        try:
+            return resolve_stream_token(token)
+        finally:
+            connection.close()
