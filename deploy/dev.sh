@@ -2,9 +2,10 @@
 # Prepares a Debian machine for Tandem and starts what it needs. Idempotent: each step checks
 # first and does nothing when its work is already done, so a second run takes seconds.
 #
-#   deploy/dev.sh install    system packages, the Python virtual environment
+#   deploy/dev.sh install    system packages, the Python virtual environment, the tests' tools
 #   deploy/dev.sh services   PostgreSQL and Redis running, the tandem role and database present
-#   deploy/dev.sh start      web (uvicorn), Celery worker and beat in the background, logs in var/log
+#   deploy/dev.sh start      web (uvicorn), Celery worker and beat, websockify in the background,
+#                            logs in var/log
 #   deploy/dev.sh stop       stops what 'start' started
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,6 +51,29 @@ install_python() {
   echo "$want" >"$stamp"
 }
 
+# The streaming tests drive the real noVNC client (tests/vnc_client, from its lock file) in
+# Chromium, read the X pointer with xdotool and paint the root window with xsetroot.
+install_test_tools() {
+  [[ ",$PIP_EXTRAS," == *",test,"* ]] || return 0
+  local missing=()
+  for pkg in chromium xdotool x11-xserver-utils; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing Debian packages for the tests: ${missing[*]}"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  local client=$ROOT/tests/vnc_client want
+  want=$(sha256sum "$client/package-lock.json" | cut -c1-16)
+  if [ "$(cat "$client/node_modules/.tandem-installed" 2>/dev/null)" != "$want" ]; then
+    log "installing noVNC for the streaming tests"
+    (cd "$client" && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$want" >"$client/node_modules/.tandem-installed"
+  fi
+}
+
 start_postgres() {
   if pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then return; fi
   log "starting PostgreSQL"
@@ -87,7 +111,7 @@ start_app() {
   mkdir -p "$VAR/log" "$VAR/run"
   stop_app quiet
   local port=${TANDEM_PORT:-8000}
-  log "starting web on :$port, a Celery worker and beat (logs in var/log)"
+  log "starting web on :$port, a Celery worker, beat and websockify (logs in var/log)"
   nohup "$VENV/bin/uvicorn" backend.asgi:application --host "${TANDEM_BIND:-127.0.0.1}" --port "$port" \
     --workers "${TANDEM_WEB_WORKERS:-2}" >"$VAR/log/web.log" 2>&1 &
   echo $! >"$VAR/run/web.pid"
@@ -97,6 +121,11 @@ start_app() {
   nohup "$VENV/bin/celery" -A backend beat --loglevel INFO -s "$VAR/run/celerybeat-schedule" \
     >"$VAR/log/beat.log" 2>&1 &
   echo $! >"$VAR/run/beat.pid"
+  # One websockify fronts every desktop's VNC server; stream tokens are looked up in PostgreSQL.
+  nohup "$VENV/bin/websockify" --token-plugin vm_pool.websockify_tokens.TandemTokens \
+    --token-source backend.settings "${TANDEM_WEBSOCKIFY_BIND:-127.0.0.1:6080}" \
+    >"$VAR/log/websockify.log" 2>&1 &
+  echo $! >"$VAR/run/websockify.pid"
   for _ in $(seq 1 60); do
     curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && return
     sleep 0.5
@@ -105,7 +134,7 @@ start_app() {
 }
 
 stop_app() {
-  for name in web worker beat; do
+  for name in web worker beat websockify; do
     local pidfile="$VAR/run/$name.pid"
     if [ -f "$pidfile" ]; then
       kill "$(cat "$pidfile")" 2>/dev/null || true
@@ -116,7 +145,7 @@ stop_app() {
 }
 
 case "${1:-}" in
-  install) install_system; install_python ;;
+  install) install_system; install_python; install_test_tools ;;
   services) start_postgres; start_redis; ensure_database ;;
   start) start_app ;;
   stop) stop_app ;;
