@@ -211,12 +211,19 @@ def test_beat_runs_the_schedule(services):
     assert command_words(services["beat"])[:4] == ["celery", "-A", "backend", "beat"]
 
 
-def test_websockify_reads_tokens_from_a_volume_the_web_server_writes(services):
+def test_websockify_looks_stream_tokens_up_in_the_platform_database(services):
     words = command_words(services["websockify"])
-    token_dir = words[words.index("--token-source") + 1]
-    for name in ("websockify", "web"):
-        mounts = [m.split(":")[1] for m in services[name]["volumes"] if isinstance(m, str)]
-        assert token_dir in mounts, f"{name} does not mount {token_dir}"
+    assert words[0] == "websockify"
+    assert words[words.index("--token-plugin") + 1] == "vm_pool.websockify_tokens.TandemTokens"
+    assert environment_of(services["websockify"]) == environment_of(services["web"])
+
+
+def test_websockify_runs_beside_the_desktop_worker_and_its_port_is_published(services):
+    websockify, worker = services["websockify"], services["worker-desktops"]
+    assert websockify["network_mode"] == "service:worker-desktops"
+    assert "worker-desktops" in websockify["depends_on"]
+    assert command_words(websockify)[-1] == "0.0.0.0:6080"
+    assert any(str(port).endswith(":6080") for port in worker["ports"])
 
 
 def test_bucket_is_created_before_the_platform_starts(services):
