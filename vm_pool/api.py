@@ -61,10 +61,6 @@ class StreamSerializer(serializers.Serializer):
     expires_at = serializers.DateTimeField(help_text="No new connection after this moment.")
 
 
-def _is_staff(user: object) -> bool:
-    return bool(getattr(user, "is_staff", False) or getattr(user, "is_superuser", False))
-
-
 class DesktopViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = DesktopSerializer
     token_resource = "episodes"
@@ -74,9 +70,9 @@ class DesktopViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     def get_queryset(self) -> QuerySet[Desktop]:
         user = self.request.user
         desktops = Desktop.objects.select_related("template", "leased_by")
-        if _is_staff(user):
+        if user.is_staff or user.is_superuser:
             return desktops
-        return desktops.filter(status=DesktopStatus.LEASED, leased_by=user)
+        return desktops.filter(status=DesktopStatus.LEASED, leased_by_id=user.pk)
 
     @extend_schema(request=StreamRequestSerializer, responses={201: StreamSerializer})
     @action(detail=True, methods=["post"])
