@@ -10,55 +10,14 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, serializers, status, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from vm_pool import streaming
 from vm_pool.models import Desktop, DesktopStatus
-
-
-class DesktopSerializer(serializers.ModelSerializer):
-    template = serializers.CharField(source="template.name", read_only=True)
-    leased_by = serializers.CharField(source="leased_by.username", read_only=True, default=None)
-
-    class Meta:
-        model = Desktop
-        fields = [
-            "id",
-            "template",
-            "host",
-            "provider",
-            "status",
-            "generation",
-            "width",
-            "height",
-            "leased_by",
-            "lease_ref",
-            "leased_at",
-            "lease_expires_at",
-            "broken_reason",
-            "state_changed_at",
-        ]
-        read_only_fields = fields
-
-
-class StreamRequestSerializer(serializers.Serializer):
-    view_only = serializers.BooleanField(
-        required=False,
-        allow_null=True,
-        default=None,
-        help_text="Left out: control for the lease holder, view-only for everyone else.",
-    )
-
-
-class StreamSerializer(serializers.Serializer):
-    url = serializers.CharField(help_text="The websockify address to open, token included.")
-    token = serializers.CharField()
-    password = serializers.CharField(help_text="The VNC password for this stream.")
-    view_only = serializers.BooleanField()
-    expires_at = serializers.DateTimeField(help_text="No new connection after this moment.")
+from vm_pool.serializers import DesktopSerializer, StreamRequestSerializer, StreamSerializer
 
 
 class DesktopViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
