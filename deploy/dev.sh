@@ -110,12 +110,15 @@ ensure_database() {
 start_app() {
   mkdir -p "$VAR/log" "$VAR/run"
   stop_app quiet
+  export TANDEM_HOST=${TANDEM_HOST:-$(hostname)}
   local port=${TANDEM_PORT:-8000}
   log "starting web on :$port, a Celery worker, beat and websockify (logs in var/log)"
   nohup "$VENV/bin/uvicorn" backend.asgi:application --host "${TANDEM_BIND:-127.0.0.1}" --port "$port" \
     --workers "${TANDEM_WEB_WORKERS:-2}" >"$VAR/log/web.log" 2>&1 &
   echo $! >"$VAR/run/web.pid"
-  nohup "$VENV/bin/celery" -A backend worker -Q default,exports,desktops,model -c 2 -n "tandem@%h" \
+  # This machine is a desktop host too: its worker owns the queue desktops.<host>.
+  nohup "$VENV/bin/celery" -A backend worker -Q "default,exports,desktops,desktops.$TANDEM_HOST,model" \
+    -c 2 -n "tandem@$TANDEM_HOST" \
     --loglevel INFO >"$VAR/log/worker.log" 2>&1 &
   echo $! >"$VAR/run/worker.pid"
   nohup "$VENV/bin/celery" -A backend beat --loglevel INFO -s "$VAR/run/celerybeat-schedule" \
@@ -141,7 +144,11 @@ stop_app() {
       rm -f "$pidfile"
     fi
   done
-  [ "${1:-}" = quiet ] || log "stopped"
+  if [ "${1:-}" != quiet ]; then
+    # Desktops run in sessions of their own: stop this host's explicitly.
+    TANDEM_HOST=${TANDEM_HOST:-$(hostname)} "$VENV/bin/python" manage.py stop_desktops || true
+    log "stopped"
+  fi
 }
 
 case "${1:-}" in

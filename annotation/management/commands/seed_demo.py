@@ -13,6 +13,7 @@ from annotation import importer
 from annotation.models import Membership, Project
 from backend.accounts.models import User
 from backend.accounts.roles import Role
+from vm_pool.models import DesktopTemplate
 
 DEMO_PASSWORD = "tandem-demo"
 DEMO_USERS = [
@@ -97,6 +98,10 @@ class Command(BaseCommand):
                 Membership.objects.update_or_create(
                     project=project, user=user, defaults={"role": role}
                 )
+        DesktopTemplate.objects.get_or_create(
+            name=project.environment_template,
+            defaults={"width": 1280, "height": 800, "min_ready": 2, "max_desktops": 6},
+        )
         data = "\n".join(json.dumps(task) for task in DEMO_TASKS).encode()
         report = importer.import_tasks(project, data, "demo.jsonl", users["manager"][0])
 
