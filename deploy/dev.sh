@@ -13,7 +13,11 @@ ROOT=$(pwd)
 VENV=${TANDEM_VENV:-$ROOT/.venv}
 PY=${TANDEM_PYTHON:-python3.11}
 VAR=$ROOT/var
-APT_PACKAGES=(postgresql redis-server python3-venv)
+APT_PACKAGES=(
+  postgresql redis-server python3-venv
+  # desktops, and the programs and X tools their tests drive
+  xvfb openbox xterm mousepad x11-utils xclip xdotool fonts-dejavu-core
+)
 PIP_EXTRAS=${TANDEM_PIP_EXTRAS:-test}
 
 log() { printf '\033[1m[tandem]\033[0m %s\n' "$*"; }
