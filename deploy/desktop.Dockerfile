@@ -36,15 +36,14 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 
 # The agent needs the standard library, and for actions and screenshots X input and capture
-# (python-xlib, mss, Pillow, isal). Django only because the X11 controller imports
-# vm_pool.providers, whose package imports Django's settings; nothing in the desktop configures it.
+# (python-xlib, mss, Pillow, isal, numpy). No Django: nothing in the desktop imports it.
 RUN python3 -m venv /opt/tandem/venv \
     && /opt/tandem/venv/bin/pip install \
         "python-xlib>=0.33" \
         "mss>=10.2,<11" \
         "Pillow>=10.0" \
         "isal>=1.6" \
-        "Django>=5.2,<5.3"
+        "numpy>=1.26"
 
 # The desktop's user has uid 1000: the provider copies the agent's config into a new container
 # as a file owned by that uid. The config and work directories are the user's alone.

@@ -17,9 +17,10 @@ from tests.services import BIN, free_port, port_open, running
 from vm_pool.actions import ScreenSize
 from vm_pool.agent import AgentConfig
 from vm_pool.agent_client import AgentClient
-from vm_pool.providers import desktop_image, get_provider
+from vm_pool.providers import desktop_image
 from vm_pool.providers.aws import AwsProvider, user_data
 from vm_pool.providers.base import DesktopError, DesktopProvider, DesktopSpec, Endpoint
+from vm_pool.providers.registry import get_provider
 
 pytestmark = pytest.mark.services
 

@@ -25,7 +25,7 @@ from docker.models.containers import _create_container_args
 from vm_pool.actions import ScreenSize
 from vm_pool.agent import AgentConfig
 from vm_pool.agent_client import AgentClient
-from vm_pool.providers import desktop_image, get_provider
+from vm_pool.providers import desktop_image
 from vm_pool.providers.base import DesktopError, DesktopProvider, DesktopSpec, Endpoint
 from vm_pool.providers.docker import (
     DockerProvider,
@@ -34,6 +34,7 @@ from vm_pool.providers.docker import (
     home_archive,
 )
 from vm_pool.providers.local import BUILTIN_HOME_TEMPLATE
+from vm_pool.providers.registry import get_provider
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "deploy" / "desktop.Dockerfile"
@@ -322,7 +323,7 @@ def test_the_agent_environment_has_everything_the_agent_imports():
     distributions = importlib.metadata.packages_distributions()
     imported = imported_third_party(["vm_pool.agent"])
     needed = {distributions.get(top, [top])[0].lower() for top in imported}
-    assert {"docker", "requests", "django"} <= imported_third_party(["vm_pool.providers.docker"])
+    assert {"docker", "requests"} <= imported_third_party(["vm_pool.providers.docker"])
     assert needed <= installed, needed - installed
     assert ["python3", "-m", "venv", f"{desktop_image.APP_DIR}/venv"] in run_commands()
 

@@ -40,8 +40,8 @@ from vm_pool.models import (
     DesktopTemplate,
     host_queue,
 )
-from vm_pool.providers import get_provider
 from vm_pool.providers.base import DesktopError, DesktopSpec, Endpoint
+from vm_pool.providers.registry import get_provider
 
 logger = logging.getLogger(__name__)
 

@@ -59,7 +59,7 @@ def run() -> dict[str, float | int]:
     from backend.accounts.models import User
     from vm_pool import pool
     from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
-    from vm_pool.providers import get_provider
+    from vm_pool.providers.registry import get_provider
 
     host = f"bench-{uuid.uuid4().hex[:6]}"
     results: dict[str, float | int] = {}
