@@ -193,13 +193,14 @@ def test_ctrl_c_and_ctrl_v_copy_and_paste_in_an_editor(x_desktop, controller):
 def test_click_presses_the_button_under_the_point(x_desktop, controller):
     dialog = x_desktop.launch("xmessage", "-buttons", "Yes:3,No:4", "Do you agree?")
     window = x_desktop.wait_for_window("Xmessage")
+    controller.settle()  # drawn, and placed for good by the window manager
     parts = x_desktop.subwindows(window)
     bottom_row = max(part.y for part in parts)
     yes, no = sorted((part for part in parts if part.y == bottom_row), key=lambda part: part.x)
 
     controller.execute(Action(ActionType.CLICK, no.center))
 
-    assert dialog.wait(timeout=5) == 4
+    assert dialog.wait(timeout=10) == 4
 
 
 def test_double_click_selects_the_word_under_the_point(x_desktop, controller):
