@@ -15,7 +15,11 @@ from contextlib import contextmanager
 
 BENCH_DB_NAME = "tandem_bench"
 
-BENCHMARKS: tuple[str, ...] = ("tests.bench.claim", "tests.bench.desktops")
+BENCHMARKS: tuple[str, ...] = (
+    "tests.bench.claim",
+    "tests.bench.desktops",
+    "tests.bench.desktop_io",
+)
 
 
 def setup_django() -> None:
