@@ -356,6 +356,15 @@ def test_settle_returns_soon_on_a_static_screen(x_desktop, controller):
     assert result.frame == controller.grab_frame()
 
 
+def test_an_observation_is_the_settled_screen_as_png(x_desktop, controller):
+    observation = controller.observe()
+
+    image = Image.open(io.BytesIO(observation.png))
+    assert image.size == (1280, 800) and observation.screen == x_desktop.size
+    assert observation.settled and 0 < observation.waited_ms < 2000
+    assert image.tobytes() == controller.grab_frame().rgb().tobytes()
+
+
 def test_settle_waits_out_an_animation_and_keeps_its_last_frame(x_desktop, controller):
     animation_ms = 600
     x_desktop.launch(sys.executable, "-c", ANIMATION, str(animation_ms))
