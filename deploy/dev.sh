@@ -15,8 +15,11 @@ PY=${TANDEM_PYTHON:-python3.11}
 VAR=$ROOT/var
 APT_PACKAGES=(
   postgresql redis-server python3-venv
-  # desktops, and the programs and X tools their tests drive
-  xvfb openbox xterm mousepad x11-utils xclip xdotool fonts-dejavu-core
+  # desktops: the X server, window manager, VNC server and the template's programs
+  xvfb openbox x11vnc xterm mousepad pcmanfm chromium x11-utils x11-xserver-utils xdg-utils
+  fonts-dejavu-core
+  # X tools the tests drive
+  xclip xdotool
 )
 PIP_EXTRAS=${TANDEM_PIP_EXTRAS:-test}
 
