@@ -4,8 +4,10 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
+from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import Count, Prefetch, QuerySet
+from django.http import FileResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
@@ -15,8 +17,9 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import Serializer
+from rest_framework.views import APIView
 
-from annotation import access, importer, queue, reviews
+from annotation import access, episodes, importer, queue, reviews
 from annotation.models import Episode, Membership, Project, Step, Task
 from annotation.serializers import (
     AssignSerializer,
@@ -35,6 +38,7 @@ from annotation.serializers import (
 )
 from backend.accounts.roles import Capability, Role
 from backend.errors import DomainError
+from vm_pool.models import Screenshot
 
 
 class UploadTooLarge(DomainError):
@@ -46,6 +50,22 @@ class RawTaskFileParser(JSONParser):
     """Lets the import endpoint take a JSON or JSONL body as it is; the importer parses it."""
 
     media_type = "application/x-ndjson"
+
+
+def work_projects(request: Request) -> QuerySet[Project]:
+    """The projects a claim may take from: the one asked for, else all the user annotates."""
+    body = ClaimRequestSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    projects = access.projects_where(request.user, Capability.WORK_QUEUE)
+    if "project" in body.validated_data:
+        project = get_object_or_404(
+            access.visible_projects(request.user), pk=body.validated_data["project"]
+        )
+        access.require(request.user, project, Capability.WORK_QUEUE)
+        return Project.objects.filter(pk=project.pk)
+    if not projects.exists():
+        raise PermissionDenied("You are not an annotator of any project.")
+    return projects
 
 
 class ProjectViewSet(viewsets.ModelViewSet):
@@ -205,17 +225,7 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=ClaimRequestSerializer, responses={200: ClaimSerializer})
     @action(detail=False, methods=["post"])
     def claim(self, request: Request) -> Response:
-        body = ClaimRequestSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        projects = access.projects_where(request.user, Capability.WORK_QUEUE)
-        if "project" in body.validated_data:
-            project = get_object_or_404(
-                access.visible_projects(request.user), pk=body.validated_data["project"]
-            )
-            access.require(request.user, project, Capability.WORK_QUEUE)
-            projects = Project.objects.filter(pk=project.pk)
-        elif not projects.exists():
-            raise PermissionDenied("You are not an annotator of any project.")
+        projects = work_projects(request)
         claim = queue.claim_next_task(request.user, projects)
         return Response(ClaimSerializer(claim).data)
 
@@ -270,6 +280,21 @@ class EpisodeViewSet(viewsets.ReadOnlyModelViewSet):
     def get_serializer_class(self) -> type[EpisodeSerializer]:
         return EpisodeDetailSerializer if self.action == "retrieve" else EpisodeSerializer
 
+    @extend_schema(request=ClaimRequestSerializer, responses={201: dict})
+    @action(detail=False, methods=["post"])
+    def start(self, request: Request) -> Response:
+        """Claim (or resume) your task and start its episode on a leased desktop."""
+        projects = work_projects(request)
+        episode = episodes.start_episode(request.user, projects)
+        return Response(
+            {
+                "episode": episode.pk,
+                "task": episode.task_id,
+                "socket": f"/ws/episodes/{episode.pk}/",
+            },
+            status=status.HTTP_201_CREATED,
+        )
+
     @extend_schema(request=ReviewSerializer, responses={201: ReviewSerializer})
     @action(detail=True, methods=["post"], url_path="reviews")
     def review(self, request: Request, pk: str) -> Response:
@@ -285,3 +310,21 @@ class EpisodeViewSet(viewsets.ReadOnlyModelViewSet):
             body.validated_data.get("comment", ""),
         )
         return Response(ReviewSerializer(review).data, status=status.HTTP_201_CREATED)
+
+
+class ScreenshotView(APIView):
+    """A stored observation, to whoever may see an episode it belongs to."""
+
+    token_resource = "episodes"
+
+    @extend_schema(responses={(200, "image/png"): bytes})
+    def get(self, request: Request, sha256: str) -> FileResponse:
+        visible = access.visible_episodes(request.user)
+        screenshot = get_object_or_404(
+            Screenshot.objects.filter(steps__episode__in=visible).distinct(), pk=sha256
+        )
+        response = FileResponse(
+            default_storage.open(screenshot.file.name, "rb"), content_type="image/png"
+        )
+        response["Cache-Control"] = "private, max-age=31536000, immutable"  # content-addressed
+        return response

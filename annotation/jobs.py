@@ -1,11 +1,113 @@
-"""Celery jobs of the annotation app (queue ``default``)."""
+"""Celery jobs of the annotation app.
+
+``return_lapsed_leases`` runs on ``default`` (beat). The live loop's jobs run where their work
+is: ``prepare_episode`` and ``execute_step`` on the queue of the host that owns the episode's
+desktop, ``propose_step`` on ``model``.
+"""
+
+import asyncio
+import time
+from typing import Any
 
 from celery import shared_task
+from django.conf import settings
+from django.core.files.storage import default_storage
 
-from annotation import queue
+from annotation import episodes, queue
+from annotation.models import Step
+from backend.notifications import send_now
+from model_serving.proposers.base import (
+    IMAGE_WINDOW,
+    HistoryStep,
+    ModelUnavailable,
+    ProposalRequest,
+)
+from model_serving.registry import ProposerMisconfigured, get_proposer
+from vm_pool.actions import Action, ScreenSize
 
 
 @shared_task(name="annotation.jobs.return_lapsed_leases")
 def return_lapsed_leases() -> int:
     """Periodic (beat): tasks whose lease lapsed go back to the pool."""
     return queue.return_lapsed_leases()
+
+
+@shared_task(name="annotation.jobs.prepare_episode", acks_late=True)
+def prepare_episode(episode_id: int) -> None:
+    episodes.prepare_episode(episode_id)
+
+
+@shared_task(name="annotation.jobs.execute_step", acks_late=True)
+def execute_step(step_id: int) -> None:
+    episodes.execute_step(step_id)
+
+
+def _png(step: Step) -> bytes:
+    with default_storage.open(step.observation.file.name, "rb") as f:
+        return f.read()
+
+
+def proposal_request(step: Step) -> ProposalRequest:
+    """What the proposer sees for ``step``: the instruction, the history, the observation."""
+    episode = step.episode
+    earlier = list(
+        episode.steps.filter(index__lt=step.index, decided_at__isnull=False)
+        .select_related("observation")
+        .order_by("index")
+    )
+    with_image = {s.pk for s in earlier[-(IMAGE_WINDOW - 1) :]}
+    history = tuple(
+        HistoryStep(
+            screenshot_png=_png(s) if s.pk in with_image else b"",
+            screen=ScreenSize(s.observation.width, s.observation.height),
+            thought=s.final_thought,
+            action=Action.from_json(s.final_action),
+        )
+        for s in earlier
+    )
+    project = episode.task.project
+    return ProposalRequest(
+        instruction=episode.task.instruction,
+        platform=project.platform,
+        screenshot_png=_png(step),
+        screen=ScreenSize(step.observation.width, step.observation.height),
+        history=history,
+        candidates=int(project.model_settings.get("candidates", 1)),
+    )
+
+
+@shared_task(name="annotation.jobs.propose_step", acks_late=True)
+def propose_step(step_id: int) -> None:
+    """Ask the project's proposer for a step, streaming its text to the episode's sockets."""
+    step = Step.objects.select_related("episode__task__project", "observation").get(pk=step_id)
+    if step.episode.ended_at is not None or step.proposals.exists():
+        return
+    group = episodes.episode_group(step.episode_id)
+    pending: dict[int, str] = {}
+    last_sent = [0.0]
+
+    def flush() -> None:
+        for candidate, text in pending.items():
+            payload: dict[str, Any] = {
+                "episode": step.episode_id,
+                "step": step.index,
+                "candidate": candidate,
+            }
+            send_now(group, "proposal_delta", {**payload, "text": text})
+        pending.clear()
+        last_sent[0] = time.monotonic()
+
+    async def on_text(candidate: int, delta: str) -> None:
+        pending[candidate] = pending.get(candidate, "") + delta
+        if (time.monotonic() - last_sent[0]) * 1000 >= settings.TANDEM_PROPOSAL_DELTA_MS:
+            await asyncio.to_thread(flush)
+
+    try:
+        proposer = get_proposer(step.episode.task.project.model_settings)
+        result = asyncio.run(proposer.propose(proposal_request(step), on_text))
+    except (ModelUnavailable, ProposerMisconfigured) as error:
+        flush()
+        episodes.record_model_unavailable(step_id, str(error))
+        return
+    flush()
+    episodes.record_proposals(step_id, result)

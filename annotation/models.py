@@ -197,6 +197,10 @@ class Episode(models.Model):
     annotator = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="episodes"
     )
+    desktop = models.ForeignKey(
+        "vm_pool.Desktop", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    model_name = models.CharField(max_length=200, blank=True)
     model_version = models.CharField(max_length=200, blank=True)
     started_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)

@@ -1,7 +1,8 @@
 """Live notices to signed-in users over WebSockets (the Channels layer on Redis).
 
-Each user's sockets join the group ``user-<id>``. Notices are sent after the transaction that
-caused them commits, so a client never hears of a change it cannot yet read.
+Each user's sockets join the group ``user-<id>``; an episode's sockets join ``episode-<id>``.
+Notices are sent after the transaction that caused them commits, so a client never hears of a
+change it cannot yet read.
 """
 
 from typing import Any
@@ -15,12 +16,18 @@ def user_group(user_id: int) -> str:
     return f"user-{user_id}"
 
 
-def notify_user(user_id: int, event: str, payload: dict[str, Any]) -> None:
-    def send() -> None:
-        layer = get_channel_layer()
-        if layer is not None:
-            async_to_sync(layer.group_send)(
-                user_group(user_id), {"type": "notice", "event": event, "payload": payload}
-            )
+def send_now(group: str, event: str, payload: dict[str, Any]) -> None:
+    """Send at once, outside any transaction rule (progress that is not stored, e.g. deltas)."""
+    layer = get_channel_layer()
+    if layer is not None:
+        async_to_sync(layer.group_send)(
+            group, {"type": "notice", "event": event, "payload": payload}
+        )
 
-    transaction.on_commit(send)
+
+def notify_group(group: str, event: str, payload: dict[str, Any]) -> None:
+    transaction.on_commit(lambda: send_now(group, event, payload))
+
+
+def notify_user(user_id: int, event: str, payload: dict[str, Any]) -> None:
+    notify_group(user_group(user_id), event, payload)

@@ -2,8 +2,9 @@
 
 from django.urls import path
 
-from annotation.consumers import NotificationConsumer
+from annotation.consumers import EpisodeConsumer, NotificationConsumer
 
 websocket_urlpatterns = [
     path("ws/notifications/", NotificationConsumer.as_asgi()),
+    path("ws/episodes/<int:episode_id>/", EpisodeConsumer.as_asgi()),
 ]

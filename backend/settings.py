@@ -128,6 +128,7 @@ CELERY_BROKER_URL = env("TANDEM_CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = env("TANDEM_CELERY_RESULT_BACKEND", REDIS_URL)
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
+    "annotation.jobs.propose_step": {"queue": "model"},
     "annotation.jobs.*": {"queue": "default"},
     "annotation.exports.*": {"queue": "exports"},
     "vm_pool.jobs.*": {"queue": "desktops"},
@@ -250,6 +251,14 @@ TANDEM_AWS_START_TIMEOUT = env_int("TANDEM_AWS_START_TIMEOUT", 600)
 # connections for TANDEM_STREAM_TOKEN_SECONDS after it is issued.
 TANDEM_WEBSOCKIFY_PUBLIC_URL = env("TANDEM_WEBSOCKIFY_PUBLIC_URL", "ws://127.0.0.1:6080")
 TANDEM_STREAM_TOKEN_SECONDS = env_int("TANDEM_STREAM_TOKEN_SECONDS", 30)
+
+# Proposers by name; a project's model_settings picks one (see model_serving/registry.py).
+TANDEM_PROPOSERS = {
+    "openai": "model_serving.proposers.openai.OpenAIProposer",
+    "baseline": "model_serving.proposers.baseline.BaselineProposer",
+}
+# Streamed proposal text is forwarded to the browser at most this often.
+TANDEM_PROPOSAL_DELTA_MS = env_int("TANDEM_PROPOSAL_DELTA_MS", 50)
 
 # Personal access tokens: the longest life a token may ask for.
 TANDEM_TOKEN_MAX_DAYS = env_int("TANDEM_TOKEN_MAX_DAYS", 365)

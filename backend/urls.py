@@ -6,7 +6,13 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from annotation.api import EpisodeViewSet, MembershipViewSet, ProjectViewSet, TaskViewSet
+from annotation.api import (
+    EpisodeViewSet,
+    MembershipViewSet,
+    ProjectViewSet,
+    ScreenshotView,
+    TaskViewSet,
+)
 from backend import views
 from backend.accounts.api import AccessTokenViewSet, MeView
 from vm_pool.api import DesktopViewSet
@@ -30,6 +36,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include(router.urls)),
     path("api/me/", MeView.as_view(), name="me"),
+    path("api/screenshots/<str:sha256>/", ScreenshotView.as_view(), name="screenshot"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),

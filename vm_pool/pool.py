@@ -40,7 +40,7 @@ from vm_pool.models import (
     DesktopTemplate,
     host_queue,
 )
-from vm_pool.providers.base import DesktopError, DesktopSpec, Endpoint
+from vm_pool.providers.base import DesktopControl, DesktopError, DesktopSpec, Endpoint
 from vm_pool.providers.registry import get_provider
 
 logger = logging.getLogger(__name__)
@@ -88,6 +88,30 @@ def spec_for(desktop: Desktop) -> DesktopSpec:
         image=template.image,
         instance_id=desktop.instance_id,
     )
+
+
+def template_named(name: str) -> DesktopTemplate:
+    template = DesktopTemplate.objects.filter(name=name).first()
+    if template is None:
+        raise NoDesktopAvailable(f"There is no desktop template named {name!r}.")
+    return template
+
+
+# Controls are kept per process: connecting to a desktop costs more than a step.
+_controls: dict[tuple[int, int, str], DesktopControl] = {}
+
+
+def control_for(desktop: Desktop) -> DesktopControl:
+    """This process's control handle of a running desktop (of its current generation)."""
+    key = (desktop.pk, desktop.generation, desktop.instance_id)
+    control = _controls.get(key)
+    if control is None:
+        for stale in [k for k in _controls if k[0] == desktop.pk]:
+            _controls.pop(stale).close()
+        spec = spec_for(desktop)
+        control = get_provider(desktop.provider).control(spec, endpoint_of(desktop))
+        _controls[key] = control
+    return control
 
 
 def endpoint_of(desktop: Desktop) -> Endpoint:

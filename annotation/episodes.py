@@ -1,0 +1,447 @@
+"""The live loop of an episode (design §3), as plain functions over the database.
+
+    start ─▶ prepare (setup, 1st observation) ─▶ propose ─▶ decide ─▶ execute ─▶ observe ─▶ …
+                                                          └─ finished / call_user / abandon /
+                                                             max steps ─▶ end
+
+Rules:
+
+- A decision is committed to PostgreSQL before its action runs. Execution, observation and
+  proposals run in Celery jobs (the desktop's host queue, the ``model`` queue), never in a web
+  request or a socket consumer; whatever process dies, the database says where the episode is.
+- Every decision names the step index it answers. The open step is the latest one, undecided.
+  Sending the same decision again is acknowledged as a duplicate; a decision for any other step,
+  or a different decision for a decided step, is refused as stale.
+- ``accepted`` and ``error_kept`` take a valid proposal of the step (``error_kept`` executes the
+  model's wrong action on purpose and marks it; the next step is the reflection); ``corrected``
+  carries the annotator's own thought and action, checked against the screen and the platform.
+  An invalid proposal can never be accepted, so it is never executed.
+- ``finished`` and ``call_user`` end the episode once decided; so does the last allowed step
+  (``max_steps``) once executed, and an abandon. Ending releases the desktop (its reset runs on
+  its host) and submits the task, or gives it back to the pool when nothing was finished.
+- Execution is at-least-once: a job that dies between running the action and storing the next
+  observation is run again when the annotator reconnects, because the loop cannot know whether
+  the desktop saw the action.
+"""
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from annotation import queue
+from annotation.models import (
+    Decision,
+    Episode,
+    EpisodeOutcome,
+    Project,
+    Proposal,
+    Step,
+    Task,
+    TaskStatus,
+)
+from backend.accounts.models import User
+from backend.errors import DomainError
+from backend.notifications import notify_group
+from vm_pool import pool
+from vm_pool.actions import Action, ActionType, InvalidAction, ScreenSize
+from vm_pool.models import Desktop, host_queue
+from vm_pool.screenshots import store_screenshot
+
+logger = logging.getLogger(__name__)
+
+ENDING_ACTIONS = {
+    ActionType.FINISHED: EpisodeOutcome.FINISHED,
+    ActionType.CALL_USER: EpisodeOutcome.CALL_USER,
+}
+
+
+class EpisodeError(DomainError):
+    status_code = 409
+    code = "episode_error"
+
+
+class StaleDecision(DomainError):
+    status_code = 409
+    code = "stale_decision"
+
+
+class InvalidDecision(DomainError):
+    status_code = 400
+    code = "invalid_decision"
+
+
+def episode_group(episode_id: int) -> str:
+    return f"episode-{episode_id}"
+
+
+def _tell(episode_id: int, event: str, payload: dict[str, Any]) -> None:
+    notify_group(episode_group(episode_id), event, {"episode": episode_id, **payload})
+
+
+def _send_job(name: str, args: list[Any], queue_name: str) -> None:
+    from backend.celery import app
+
+    transaction.on_commit(lambda: app.send_task(name, args=args, queue=queue_name))
+
+
+def _host_queue_of(episode: Episode) -> str:
+    assert episode.desktop is not None
+    return host_queue(episode.desktop.host)
+
+
+# --- starting ------------------------------------------------------------------------------
+
+
+def start_episode(user: User, projects: Any) -> Episode:
+    """Claim (or resume) the user's task, lease a desktop for it and start preparing it.
+
+    A running episode of the held task is returned as it is: reconnecting never starts twice.
+    """
+    claim = queue.claim_next_task(user, projects)
+    task = claim.task
+    running = Episode.objects.filter(task=task, ended_at__isnull=True).first()
+    if running is not None:
+        return running
+    project = Project.objects.get(pk=task.project_id)
+    template = pool.template_named(project.environment_template)
+    with transaction.atomic():
+        desktop = pool.lease_desktop(
+            template, user, f"task:{task.pk}", settings.TANDEM_LEASE_SECONDS
+        )
+        episode = Episode.objects.create(task=task, annotator=user, desktop=desktop)
+        _send_job("annotation.jobs.prepare_episode", [episode.pk], host_queue(desktop.host))
+    return episode
+
+
+def prepare_episode(episode_id: int) -> None:
+    """On the desktop's host: run the task's setup, take the first observation, then propose."""
+    from vm_pool.setup_runner import SetupFailed, run_setup
+
+    episode = Episode.objects.select_related("task", "desktop").get(pk=episode_id)
+    if episode.ended_at is not None or episode.steps.exists():
+        return
+    try:
+        control = pool.control_for(episode.desktop)
+        run_setup(control, episode.task.setup)
+        observation = control.observe(settle=True)
+    except (SetupFailed, pool.DesktopError) as error:
+        end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, f"setup failed: {error}")
+        return
+    _store_observation(episode.pk, 1, observation.png)
+
+
+def _store_observation(episode_id: int, index: int, png: bytes) -> Step | None:
+    screenshot = store_screenshot(png)
+    with transaction.atomic():
+        episode = Episode.objects.select_for_update().get(pk=episode_id)
+        if episode.ended_at is not None or episode.steps.filter(index=index).exists():
+            return None
+        step = Step.objects.create(episode=episode, index=index, observation=screenshot)
+        _send_job("annotation.jobs.propose_step", [step.pk], "model")
+        _tell(
+            episode_id,
+            "observation",
+            {
+                "step": index,
+                "screenshot": screenshot.pk,
+                "screen": [screenshot.width, screenshot.height],
+            },
+        )
+    return step
+
+
+# --- proposals -----------------------------------------------------------------------------
+
+
+def record_proposals(step_id: int, result: Any) -> list[Proposal]:
+    """Store a proposer's answer (``model_serving`` ProposalResult) for a step, in rank order."""
+    step = Step.objects.select_related("episode").get(pk=step_id)
+    first_rank = step.proposals.count()
+    rows = [
+        Proposal(
+            step=step,
+            rank=first_rank + i,
+            raw_text=candidate.raw_text,
+            thought=candidate.thought,
+            action=candidate.action.to_json() if candidate.is_valid else None,
+            invalid_reason="" if candidate.is_valid else (candidate.invalid_reason or "no action"),
+            model_name=result.model_name,
+            model_version=result.model_version,
+            sampling=result.sampling,
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens,
+            latency_ms=result.latency_ms,
+        )
+        for i, candidate in enumerate(result.candidates)
+    ]
+    with transaction.atomic():
+        Proposal.objects.bulk_create(rows)
+        Episode.objects.filter(pk=step.episode_id, model_version="").update(
+            model_name=result.model_name, model_version=result.model_version
+        )
+        _tell(
+            step.episode_id,
+            "proposal",
+            {"step": step.index, "candidates": [proposal_json(p) for p in rows]},
+        )
+    return rows
+
+
+def record_model_unavailable(step_id: int, reason: str) -> None:
+    """The model could not answer: the annotator is told to write the step themselves."""
+    step = Step.objects.get(pk=step_id)
+    with transaction.atomic():
+        Proposal.objects.create(
+            step=step,
+            rank=step.proposals.count(),
+            raw_text="",
+            invalid_reason=f"model unavailable: {reason}"[:500],
+        )
+        _tell(step.episode_id, "model_unavailable", {"step": step.index, "reason": reason})
+
+
+def proposal_json(proposal: Proposal) -> dict[str, Any]:
+    return {
+        "rank": proposal.rank,
+        "raw_text": proposal.raw_text,
+        "thought": proposal.thought,
+        "action": proposal.action,
+        "invalid_reason": proposal.invalid_reason,
+        "model_name": proposal.model_name,
+        "model_version": proposal.model_version,
+        "latency_ms": proposal.latency_ms,
+    }
+
+
+# --- deciding ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DecisionReceipt:
+    step: int
+    duplicate: bool
+    ends_episode: bool
+
+
+def decide(
+    episode_id: int,
+    user: User,
+    step_index: int,
+    decision: str,
+    *,
+    proposal_rank: int | None = None,
+    thought: str = "",
+    action: dict[str, Any] | None = None,
+    decision_ms: int | None = None,
+) -> DecisionReceipt:
+    """Commit the annotator's decision for the open step, then queue its execution."""
+    if decision not in Decision.values:
+        raise InvalidDecision(f"unknown decision {decision!r}; one of {', '.join(Decision.values)}")
+    with transaction.atomic():
+        episode = (
+            Episode.objects.select_for_update()
+            .select_related("task__project", "desktop")
+            .get(pk=episode_id)
+        )
+        if episode.annotator_id != user.pk:
+            raise EpisodeError("Only the episode's annotator can decide its steps.")
+        step = episode.steps.filter(index=step_index).select_related("observation").first()
+        latest = episode.steps.order_by("-index").values_list("index", flat=True).first()
+        final_thought, final_action, chosen = _final_step(
+            episode, step, decision, proposal_rank, thought, action
+        )
+        if step is not None and step.decided_at is not None:
+            same = (step.decision, step.final_action, step.final_thought) == (
+                decision,
+                final_action.to_json(),
+                final_thought,
+            )
+            if same:
+                return DecisionReceipt(step_index, True, episode.ended_at is not None)
+            raise StaleDecision(f"Step {step_index} was already decided ({step.decision}).")
+        if episode.ended_at is not None:
+            raise StaleDecision(f"Episode {episode.pk} has ended ({episode.outcome}).")
+        if step is None or step_index != latest:
+            raise StaleDecision(
+                f"Step {step_index} is not the open step (the open step is {latest})."
+            )
+        step.decision = decision
+        step.chosen_proposal = chosen
+        step.final_thought = final_thought
+        step.final_action = final_action.to_json()
+        step.decided_by = user
+        step.decided_at = timezone.now()
+        step.decision_ms = decision_ms
+        step.save(update_fields=["decision", "chosen_proposal", "final_thought", "final_action",
+                                 "decided_by", "decided_at", "decision_ms"])  # fmt: skip
+        ending = ENDING_ACTIONS.get(final_action.type)
+        if ending is None:
+            _send_job("annotation.jobs.execute_step", [step.pk], _host_queue_of(episode))
+        _tell(
+            episode.pk,
+            "decided",
+            {"step": step_index, "decision": decision, "action": step.final_action},
+        )
+    if ending is not None:
+        end_episode(episode.pk, ending, f"{final_action.type} at step {step_index}")
+    return DecisionReceipt(step_index, False, ending is not None)
+
+
+def _final_step(
+    episode: Episode,
+    step: Step | None,
+    decision: str,
+    proposal_rank: int | None,
+    thought: str,
+    action: dict[str, Any] | None,
+) -> tuple[str, Action, Proposal | None]:
+    if step is None:
+        raise StaleDecision("There is no such step in this episode.")
+    screen = ScreenSize(step.observation.width, step.observation.height)
+    platform = episode.task.project.platform
+    if decision == Decision.CORRECTED:
+        if action is None:
+            raise InvalidDecision("A correction needs the annotator's action.")
+        try:
+            corrected = Action.from_json(action, platform=platform, screen=screen)
+        except InvalidAction as error:
+            raise InvalidDecision(f"The corrected action is not valid: {error}") from error
+        chosen = (
+            None if proposal_rank is None else step.proposals.filter(rank=proposal_rank).first()
+        )
+        return thought.strip(), corrected, chosen
+    if proposal_rank is None:
+        raise InvalidDecision(f"'{decision}' needs the rank of the proposal it takes.")
+    chosen = step.proposals.filter(rank=proposal_rank).first()
+    if chosen is None:
+        raise InvalidDecision(f"Step {step.index} has no proposal {proposal_rank}.")
+    if not chosen.is_valid:
+        raise InvalidDecision(
+            f"Proposal {proposal_rank} is invalid ({chosen.invalid_reason}); correct it instead."
+        )
+    return chosen.thought, Action.from_json(chosen.action, platform=platform, screen=screen), chosen
+
+
+# --- executing -----------------------------------------------------------------------------
+
+
+def execute_step(step_id: int) -> None:
+    """On the desktop's host: run a decided step's final action, observe, open the next step."""
+    step = Step.objects.select_related("episode__task", "episode__desktop").get(pk=step_id)
+    episode = step.episode
+    if episode.ended_at is not None or episode.steps.filter(index=step.index + 1).exists():
+        return  # already done (a retried job) or over
+    try:
+        control = pool.control_for(episode.desktop)
+        control.execute(Action.from_json(step.final_action))
+        observation = control.observe(settle=True)
+    except (pool.DesktopError, InvalidAction) as error:
+        end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, f"step {step.index} failed: {error}")
+        return
+    if step.index >= episode.task.max_steps:
+        store_screenshot(observation.png)
+        end_episode(episode.pk, EpisodeOutcome.MAX_STEPS, f"reached {episode.task.max_steps} steps")
+        return
+    _store_observation(episode.pk, step.index + 1, observation.png)
+
+
+def resume_if_stalled(episode_id: int) -> bool:
+    """Queue again the work a dead process left: the first observation or an execution."""
+    episode = Episode.objects.select_related("desktop").get(pk=episode_id)
+    if episode.ended_at is not None or episode.desktop is None:
+        return False
+    last = episode.steps.order_by("-index").first()
+    if last is None:
+        _send_job("annotation.jobs.prepare_episode", [episode.pk], _host_queue_of(episode))
+        return True
+    if last.decided_at is not None and last.final_action.get("type") not in ENDING_ACTIONS:
+        _send_job("annotation.jobs.execute_step", [last.pk], _host_queue_of(episode))
+        return True
+    if not last.proposals.exists():
+        _send_job("annotation.jobs.propose_step", [last.pk], "model")
+        return True
+    return False
+
+
+# --- ending --------------------------------------------------------------------------------
+
+
+def end_episode(episode_id: int, outcome: str, reason: str) -> bool:
+    """End an episode once: release its desktop, submit its task or give it back to the pool."""
+    with transaction.atomic():
+        episode = Episode.objects.select_for_update().select_related("task").get(pk=episode_id)
+        if episode.ended_at is not None:
+            return False
+        episode.ended_at = timezone.now()
+        episode.outcome = outcome
+        episode.end_reason = reason[:300]
+        episode.save(update_fields=["ended_at", "outcome", "end_reason"])
+        if episode.desktop_id is not None:
+            pool.release_desktop(episode.desktop_id)
+        task = Task.objects.select_for_update().get(pk=episode.task_id)
+        if task.status == TaskStatus.IN_PROGRESS and task.lease_id is not None:
+            worked = outcome in (
+                EpisodeOutcome.FINISHED,
+                EpisodeOutcome.CALL_USER,
+                EpisodeOutcome.MAX_STEPS,
+            )
+            end = queue.submit_task if worked else queue.release_task
+            end(task.pk, task.lease_id, episode.annotator)
+        _tell(episode.pk, "ended", {"outcome": outcome, "reason": reason})
+    return True
+
+
+def heartbeat(episode_id: int, user: User) -> None:
+    """Keep the task's lease and the desktop's lease alive together."""
+    episode = Episode.objects.select_related("task").get(pk=episode_id, annotator=user)
+    task = episode.task
+    if episode.ended_at is not None or task.lease_id is None:
+        raise EpisodeError("This episode has ended.")
+    queue.heartbeat(task.pk, task.lease_id, user)
+    if episode.desktop_id is not None:
+        pool.renew_desktop_lease(episode.desktop_id, user, settings.TANDEM_LEASE_SECONDS)
+
+
+# --- state for a (re)connecting client -----------------------------------------------------
+
+
+def episode_state(episode: Episode) -> dict[str, Any]:
+    """Everything a client needs to draw the episode, rebuilt from the database."""
+    steps = []
+    for step in (
+        episode.steps.select_related("observation").prefetch_related("proposals").order_by("index")
+    ):
+        steps.append(
+            {
+                "step": step.index,
+                "screenshot": step.observation_id,
+                "screen": [step.observation.width, step.observation.height],
+                "proposals": [proposal_json(p) for p in step.proposals.all()],
+                "decision": step.decision or None,
+                "final_thought": step.final_thought,
+                "final_action": step.final_action,
+            }
+        )
+    desktop = (
+        Desktop.objects.filter(pk=episode.desktop_id).values("status", "broken_reason").first()
+    )
+    open_step = (
+        steps[-1]["step"] if steps and not steps[-1]["decision"] and not episode.ended_at else None
+    )
+    return {
+        "episode": episode.pk,
+        "task": {
+            "id": episode.task_id,
+            "instruction": episode.task.instruction,
+            "max_steps": episode.task.max_steps,
+        },
+        "steps": steps,
+        "open_step": open_step,
+        "ended": episode.ended_at is not None,
+        "outcome": episode.outcome or None,
+        "desktop": desktop,
+    }
