@@ -5,15 +5,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotation', '0002_append_only_records'),
+        ("annotation", "0002_append_only_records"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(condition=models.Q(('status', 'queued')), fields=['-priority', 'id'], name='task_pool_order_all_projects'),
+            model_name="task",
+            index=models.Index(
+                condition=models.Q(("status", "queued")),
+                fields=["-priority", "id"],
+                name="task_pool_order_all_projects",
+            ),
         ),
     ]
