@@ -20,6 +20,8 @@ APT_PACKAGES=(
   fonts-dejavu-core
   # X tools the tests drive
   xclip xdotool
+  # the baseline proposer reads the screen with OCR
+  tesseract-ocr
 )
 PIP_EXTRAS=${TANDEM_PIP_EXTRAS:-test}
 
