@@ -19,6 +19,7 @@ BENCHMARKS: tuple[str, ...] = (
     "tests.bench.claim",
     "tests.bench.desktops",
     "tests.bench.desktop_io",
+    "tests.bench.prompt",
 )
 
 
