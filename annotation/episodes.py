@@ -26,6 +26,7 @@ Rules:
 
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -52,6 +53,9 @@ from vm_pool.models import Desktop, host_queue
 from vm_pool.screenshots import store_screenshot
 
 logger = logging.getLogger(__name__)
+
+# Work that has not moved for this long was dropped by a process that died.
+STALL_AFTER = timedelta(seconds=15)
 
 ENDING_ACTIONS = {
     ActionType.FINISHED: EpisodeOutcome.FINISHED,
@@ -243,7 +247,7 @@ def decide(
         raise InvalidDecision(f"unknown decision {decision!r}; one of {', '.join(Decision.values)}")
     with transaction.atomic():
         episode = (
-            Episode.objects.select_for_update()
+            Episode.objects.select_for_update(of=("self",))
             .select_related("task__project", "desktop")
             .get(pk=episode_id)
         )
@@ -323,7 +327,11 @@ def _final_step(
         raise InvalidDecision(
             f"Proposal {proposal_rank} is invalid ({chosen.invalid_reason}); correct it instead."
         )
-    return chosen.thought, Action.from_json(chosen.action, platform=platform, screen=screen), chosen
+    proposed = Action.from_json(chosen.action, platform=platform, screen=screen)
+    if decision == Decision.ERROR_KEPT and proposed.type in ENDING_ACTIONS:
+        # A kept error is executed and then reflected on; a wrong "finished" leaves no next step.
+        raise InvalidDecision(f"A wrong {proposed.type} cannot be kept to reflect on; correct it.")
+    return chosen.thought, proposed, chosen
 
 
 # --- executing -----------------------------------------------------------------------------
@@ -350,11 +358,18 @@ def execute_step(step_id: int) -> None:
 
 
 def resume_if_stalled(episode_id: int) -> bool:
-    """Queue again the work a dead process left: the first observation or an execution."""
+    """Queue again the work a dead process left: the first observation, an execution, a proposal.
+
+    Only work that has waited longer than ``STALL_AFTER`` is queued again, so a client that
+    connects while the work is simply running does not double it.
+    """
     episode = Episode.objects.select_related("desktop").get(pk=episode_id)
     if episode.ended_at is not None or episode.desktop is None:
         return False
     last = episode.steps.order_by("-index").first()
+    since = last.decided_at or last.created_at if last is not None else episode.started_at
+    if timezone.now() - since < STALL_AFTER:
+        return False
     if last is None:
         _send_job("annotation.jobs.prepare_episode", [episode.pk], _host_queue_of(episode))
         return True

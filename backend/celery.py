@@ -3,11 +3,16 @@
 import os
 
 from celery import Celery
-from kombu import Queue
+from kombu import Exchange, Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "backend.settings")
 
 app = Celery("tandem")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.conf.task_queues = [Queue(name) for name in ("default", "exports", "desktops", "model")]
+# Each queue has its own exchange and routing key: a job sent to one queue reaches that queue
+# only. (Per-host queues, "desktops.<host>", are declared the same way when a worker asks for them.)
+app.conf.task_queues = [
+    Queue(name, Exchange(name, type="direct"), routing_key=name)
+    for name in ("default", "exports", "desktops", "model")
+]
 app.autodiscover_tasks(["annotation", "vm_pool", "model_serving"], related_name="jobs")
