@@ -73,6 +73,9 @@ class EpisodeConsumer(AsyncJsonWebsocketConsumer):
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
+    async def notice(self, message: dict[str, Any]) -> None:
+        await self.send_json({"event": message["event"], "payload": message["payload"]})
+
     async def _send_state(self) -> None:
         state = await database_sync_to_async(
             lambda: episodes.episode_state(
