@@ -1,0 +1,186 @@
+"""The rules of the live loop's decisions and proposals, on the database (no desktop runs).
+
+Jobs the loop queues are sent after commit; these tests run inside a transaction that is
+rolled back, so nothing is sent and the rules are seen on their own.
+"""
+
+import pytest
+from django.utils import timezone
+
+from annotation import episodes, jobs
+from annotation.models import (
+    Decision,
+    Episode,
+    EpisodeOutcome,
+    Project,
+    Proposal,
+    Step,
+    Task,
+    TaskStatus,
+)
+from annotation.queue import claim_next_task
+from backend.accounts.roles import Role
+from tests.fake_model_server import Reply, serving
+from tests.pngs import solid_png
+from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
+from vm_pool.screenshots import store_screenshot
+
+CLICK = {"type": "click", "point": [100, 200]}
+
+
+@pytest.fixture
+def loop(make_user, project, settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path
+    ann = make_user("ann", project, Role.ANNOTATOR)
+    Task.objects.create(project=project, external_id="t1", instruction="Open the Archive folder")
+    task = claim_next_task(ann, Project.objects.filter(pk=project.pk)).task
+    template = DesktopTemplate.objects.create(name="default")
+    desktop = Desktop.objects.create(
+        template=template,
+        host="elsewhere",
+        provider="local",
+        status=DesktopStatus.LEASED,
+        leased_by=ann,
+        lease_expires_at=timezone.now(),
+        width=1280,
+        height=800,
+    )
+    episode = Episode.objects.create(task=task, annotator=ann, desktop=desktop)
+    step = Step.objects.create(
+        episode=episode, index=1, observation=store_screenshot(solid_png(1280, 800))
+    )
+    Proposal.objects.create(step=step, rank=0, raw_text="…", thought="Open it.", action=CLICK)
+    Proposal.objects.create(step=step, rank=1, raw_text="garbage", invalid_reason="no Action: line")
+    Proposal.objects.create(
+        step=step, rank=2, raw_text="…", thought="Done.", action={"type": "finished", "content": ""}
+    )
+    return episode, step, ann
+
+
+def undecided(step: Step) -> bool:
+    step.refresh_from_db()
+    return step.decided_at is None and step.decision == ""
+
+
+@pytest.mark.django_db
+def test_an_invalid_proposal_cannot_be_accepted_so_it_is_never_executed(loop):
+    episode, step, ann = loop
+    for decision in (Decision.ACCEPTED, Decision.ERROR_KEPT):
+        with pytest.raises(episodes.InvalidDecision, match="invalid"):
+            episodes.decide(episode.pk, ann, 1, decision, proposal_rank=1)
+    assert undecided(step)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("action", "message"),
+    [
+        ({"type": "click", "point": [1280, 10]}, "outside"),
+        ({"type": "press_home"}, "android"),
+        ({"type": "hotkey", "keys": ["hyperdrive"]}, "key"),
+        ({"type": "teleport"}, "teleport"),
+    ],
+)
+def test_a_correction_that_is_not_a_valid_action_here_is_refused(loop, action, message):
+    episode, step, ann = loop
+    with pytest.raises(episodes.InvalidDecision, match=message):
+        episodes.decide(episode.pk, ann, 1, Decision.CORRECTED, thought="x", action=action)
+    assert undecided(step)
+
+
+@pytest.mark.django_db
+def test_a_wrong_finished_cannot_be_kept_to_reflect_on(loop):
+    episode, step, ann = loop
+    with pytest.raises(episodes.InvalidDecision, match="cannot be kept"):
+        episodes.decide(episode.pk, ann, 1, Decision.ERROR_KEPT, proposal_rank=2)
+    assert undecided(step)
+
+
+@pytest.mark.django_db
+def test_only_the_episodes_annotator_decides(loop, make_user, project):
+    episode, step, _ = loop
+    other = make_user("otto", project, Role.ANNOTATOR)
+    with pytest.raises(episodes.EpisodeError):
+        episodes.decide(episode.pk, other, 1, Decision.ACCEPTED, proposal_rank=0)
+    assert undecided(step)
+
+
+@pytest.mark.django_db
+def test_duplicate_is_acknowledged_and_a_different_second_decision_is_stale(loop):
+    episode, step, ann = loop
+    first = episodes.decide(episode.pk, ann, 1, Decision.ACCEPTED, proposal_rank=0)
+    again = episodes.decide(episode.pk, ann, 1, Decision.ACCEPTED, proposal_rank=0)
+    assert (first.duplicate, again.duplicate) == (False, True)
+    with pytest.raises(episodes.StaleDecision, match="already decided"):
+        episodes.decide(episode.pk, ann, 1, Decision.CORRECTED, thought="no", action=CLICK)
+    with pytest.raises(episodes.StaleDecision):
+        episodes.decide(episode.pk, ann, 2, Decision.ACCEPTED, proposal_rank=0)
+    step.refresh_from_db()
+    assert (step.decision, step.final_action, step.chosen_proposal.rank) == ("accepted", CLICK, 0)
+
+
+@pytest.mark.django_db
+def test_deciding_finished_ends_the_episode_submits_the_task_and_releases_the_desktop(loop):
+    episode, _, ann = loop
+    done = {"type": "finished", "content": "the folder is open"}
+    receipt = episodes.decide(episode.pk, ann, 1, Decision.CORRECTED, thought="Done.", action=done)
+    assert receipt.ends_episode
+    episode.refresh_from_db()
+    assert episode.outcome == EpisodeOutcome.FINISHED
+    assert Task.objects.get(pk=episode.task_id).status == TaskStatus.SUBMITTED
+    assert Desktop.objects.get(pk=episode.desktop_id).status == DesktopStatus.RESETTING
+    assert not episodes.end_episode(episode.pk, EpisodeOutcome.ABANDONED, "twice")  # once only
+
+
+@pytest.mark.django_db
+def test_abandoning_gives_the_task_back_to_the_pool(loop):
+    episode, _, _ = loop
+    assert episodes.end_episode(episode.pk, EpisodeOutcome.ABANDONED, "abandoned by the annotator")
+    task = Task.objects.get(pk=episode.task_id)
+    assert (task.status, task.assignee) == (TaskStatus.QUEUED, None)
+
+
+@pytest.mark.django_db
+def test_a_dead_model_is_recorded_and_the_annotator_writes_the_step(loop):
+    episode, step, ann = loop
+    Proposal.objects.filter(step=step).delete()
+    Project.objects.filter(pk=episode.task.project_id).update(
+        model_settings={"base_url": "http://127.0.0.1:9/v1", "model": "ui-tars", "retries": 0}
+    )
+    jobs.propose_step(step.pk)
+
+    unavailable = Proposal.objects.get(step=step)
+    assert unavailable.action is None and unavailable.invalid_reason.startswith("model unavailable")
+    receipt = episodes.decide(
+        episode.pk, ann, 1, Decision.CORRECTED, thought="Myself.", action=CLICK
+    )
+    assert not receipt.duplicate
+    step.refresh_from_db()
+    assert (step.decision, step.chosen_proposal, step.final_action) == ("corrected", None, CLICK)
+
+
+@pytest.mark.django_db
+def test_a_streamed_model_answer_is_stored_in_screen_pixels_and_garbage_is_invalid(loop):
+    episode, step, ann = loop
+    Proposal.objects.filter(step=step).delete()
+    with serving(model="ui-tars-1.5-7b") as server:
+        # 1280×800 is smart-resized to 1288×812 for UI-TARS-1.5: (644, 406) there is (640, 400).
+        server.script(
+            Reply.text("Thought: Open the archive.\nAction: click(start_box='(644,406)')")
+        )
+        Project.objects.filter(pk=episode.task.project_id).update(
+            model_settings={"base_url": server.base_url, "model": "ui-tars-1.5-7b"}
+        )
+        jobs.propose_step(step.pk)
+        server.script(Reply.text("I think I should click somewhere."))
+        Step.objects.create(
+            episode=episode, index=2, observation=store_screenshot(solid_png(1280, 800, (9, 9, 9)))
+        )
+        jobs.propose_step(Step.objects.get(episode=episode, index=2).pk)
+
+    good = Proposal.objects.get(step=step)
+    assert good.action == {"type": "click", "point": [640, 400]}
+    assert (good.model_name, good.thought) == ("ui-tars-1.5-7b", "Open the archive.")
+    assert good.latency_ms is not None and good.completion_tokens
+    bad = Proposal.objects.get(step__index=2)
+    assert bad.action is None and bad.invalid_reason
