@@ -63,7 +63,7 @@ def worker(host: str):
     command += ["--pool", "threads", "-c", "4", "--without-gossip", "--without-mingle"]
 
     def ready() -> bool:
-        return bool(Celery(broker=BROKER).control.ping([name], timeout=0.5))
+        return bool(Celery(broker=BROKER, set_as_current=False).control.ping([name], timeout=0.5))
 
     return running(command, service_env(host), ready, 60)
 
