@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "channels",
     "backend.accounts",
     "vm_pool",
+    "model_serving",
     "annotation",
 ]
 
