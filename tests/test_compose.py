@@ -12,6 +12,8 @@ import pytest
 import yaml
 from django.conf import settings
 
+from model_serving.vllm import serve_command
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 ENV_EXAMPLE = ROOT / ".env.example"
@@ -185,6 +187,13 @@ def test_model_server_takes_five_screenshots_a_long_context_and_lora_adapters(se
     assert "--enable-lora" in words
     assert "--enable-prefix-caching" in words
     assert "/health" in " ".join(services["vllm"]["healthcheck"]["test"])
+
+
+def test_model_server_runs_exactly_the_command_serve_model_prints(services):
+    vllm = services["vllm"]
+    command = serve_command("ByteDance-Seed/UI-TARS-1.5-7B")
+    assert [str(word) for word in vllm["entrypoint"]] + command_words(vllm) == command.argv
+    assert command.env.items() <= environment_of(vllm).items()
 
 
 def test_web_migrates_then_serves_the_asgi_app_and_is_checked_on_healthz(services):
