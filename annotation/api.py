@@ -38,6 +38,7 @@ from annotation.serializers import (
 )
 from backend.accounts.roles import Capability, Role
 from backend.errors import DomainError
+from model_serving.status import model_status
 from vm_pool.models import Screenshot
 
 
@@ -185,6 +186,16 @@ class ProjectViewSet(viewsets.ModelViewSet):
             access.require(user, project, Capability.MANAGE_TASKS)
         counts = dict(project.tasks.values_list("status").annotate(n=Count("id")).order_by())
         return Response({"project": project.pk, "tasks_by_status": counts})
+
+    @extend_schema(responses={200: dict})
+    @action(detail=True, methods=["get"], url_path="model")
+    def model_health(self, request: Request, pk: str) -> Response:
+        """The project's proposer, its endpoint and whether it is up, to any member.
+
+        The endpoint is probed inside this request: ``GET /models`` with a 3-second timeout,
+        a health probe and not a model call (see ``model_serving.status``)."""
+        project = self.get_object()
+        return Response(model_status(project.model_settings))
 
 
 class MembershipViewSet(

@@ -121,6 +121,14 @@ ENDPOINTS = [
         403,
     ),
     (
+        "model health",
+        "get",
+        "/api/projects/{p}/model/",
+        None,
+        {"anonymous": 401, "outsider": 404},
+        200,
+    ),
+    (
         "add a member",
         "post",
         "/api/memberships/",
