@@ -128,6 +128,9 @@ def prepare_episode(episode_id: int) -> None:
     episode = Episode.objects.select_related("task", "desktop").get(pk=episode_id)
     if episode.ended_at is not None or episode.steps.exists():
         return
+    if episode.desktop is None:
+        end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, "the episode has no desktop")
+        return
     try:
         control = pool.control_for(episode.desktop)
         run_setup(control, episode.task.setup)
@@ -343,6 +346,9 @@ def execute_step(step_id: int) -> None:
     episode = step.episode
     if episode.ended_at is not None or episode.steps.filter(index=step.index + 1).exists():
         return  # already done (a retried job) or over
+    if episode.desktop is None or step.final_action is None:
+        end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, f"step {step.index} cannot run")
+        return
     try:
         control = pool.control_for(episode.desktop)
         control.execute(Action.from_json(step.final_action))
@@ -373,7 +379,7 @@ def resume_if_stalled(episode_id: int) -> bool:
     if last is None:
         _send_job("annotation.jobs.prepare_episode", [episode.pk], _host_queue_of(episode))
         return True
-    if last.decided_at is not None and last.final_action.get("type") not in ENDING_ACTIONS:
+    if last.decided_at is not None and (last.final_action or {}).get("type") not in ENDING_ACTIONS:
         _send_job("annotation.jobs.execute_step", [last.pk], _host_queue_of(episode))
         return True
     if not last.proposals.exists():
@@ -443,6 +449,8 @@ def episode_state(episode: Episode) -> dict[str, Any]:
         )
     desktop = (
         Desktop.objects.filter(pk=episode.desktop_id).values("status", "broken_reason").first()
+        if episode.desktop_id is not None
+        else None
     )
     open_step = (
         steps[-1]["step"] if steps and not steps[-1]["decision"] and not episode.ended_at else None
