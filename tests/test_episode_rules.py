@@ -4,6 +4,8 @@ Jobs the loop queues are sent after commit; these tests run inside a transaction
 rolled back, so nothing is sent and the rules are seen on their own.
 """
 
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 
@@ -184,3 +186,18 @@ def test_a_streamed_model_answer_is_stored_in_screen_pixels_and_garbage_is_inval
     assert good.latency_ms is not None and good.completion_tokens
     bad = Proposal.objects.get(step__index=2)
     assert bad.action is None and bad.invalid_reason
+
+
+@pytest.mark.django_db
+def test_a_socket_heartbeat_keeps_both_the_task_and_the_desktop_lease(loop):
+    episode, _, ann = loop
+    task = Task.objects.get(pk=episode.task_id)
+    soon = timezone.now() + timedelta(seconds=5)
+    Task.objects.filter(pk=task.pk).update(lease_expires_at=soon)
+    episodes.heartbeat(episode.pk, ann)
+    later = timezone.now() + timedelta(seconds=60)
+    assert Task.objects.get(pk=task.pk).lease_expires_at > later
+    assert Desktop.objects.get(pk=episode.desktop_id).lease_expires_at > later
+    episodes.end_episode(episode.pk, EpisodeOutcome.ABANDONED, "done")
+    with pytest.raises(episodes.EpisodeError, match="ended"):
+        episodes.heartbeat(episode.pk, ann)

@@ -2,6 +2,8 @@
 the baseline proposer, and a WebSocket client deciding every kind of step."""
 
 import json
+import os
+import signal
 import uuid
 
 import httpx
@@ -120,7 +122,7 @@ def test_an_episode_with_every_decision_survives_a_server_restart(host, make_use
     sent: list[tuple[int, str, dict]] = []
 
     with worker(host):
-        with asgi(host, port):
+        with asgi(host, port) as web:
             started = httpx.post(
                 f"http://{server}/api/episodes/start/",
                 json={"project": project.pk},
@@ -171,9 +173,10 @@ def test_an_episode_with_every_decision_survives_a_server_restart(host, make_use
             ws.send(type="decide", step=3, decision="error_kept", proposal=0)
             ws.next("decision_ack", step=3)
             sent.append((3, Decision.ERROR_KEPT, third["action"]))
-            ws.close()
+            # The web server is killed mid-episode; the worker carries on; a new server comes up.
+            os.killpg(web.pid, signal.SIGKILL)
+            web.wait()
 
-        # The web server dies mid-episode; the worker carries on; a new server comes up.
         with asgi(host, port):
             ws = Socket(server, episode_id, cookie)
             state = ws.next("state")
