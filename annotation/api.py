@@ -40,6 +40,8 @@ from backend.accounts.roles import Capability, Role
 from backend.errors import DomainError
 from model_serving.status import model_status
 from vm_pool.models import Screenshot
+from vm_pool.serializers import StreamSerializer
+from vm_pool.streaming import open_stream
 
 
 class UploadTooLarge(DomainError):
@@ -305,6 +307,21 @@ class EpisodeViewSet(viewsets.ReadOnlyModelViewSet):
             },
             status=status.HTTP_201_CREATED,
         )
+
+    @extend_schema(request=None, responses={201: StreamSerializer})
+    @action(detail=True, methods=["post"])
+    def stream(self, request: Request, pk: str) -> Response:
+        """The episode's live desktop: control for its annotator, view-only for those who may
+        view the project's episodes (enforced by the VNC server's view-only password)."""
+        episode = self.get_object()
+        if episode.annotator_id != request.user.pk:
+            access.require(request.user, episode.task.project, Capability.VIEW_EPISODES)
+        if episode.ended_at is not None or episode.desktop is None:
+            raise episodes.EpisodeError("This episode has ended; its desktop is not streamed.")
+        stream = open_stream(
+            episode.desktop, request.user, view_only=episode.annotator_id != request.user.pk
+        )
+        return Response(StreamSerializer(stream).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=ReviewSerializer, responses={201: ReviewSerializer})
     @action(detail=True, methods=["post"], url_path="reviews")

@@ -5,12 +5,14 @@ capability get 403; anonymous callers get 401.
 """
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from annotation.models import Episode, EpisodeOutcome, Project, Task, TaskStatus
 from backend.accounts.roles import Role
+from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 
 ROLES = [
     "anonymous",
@@ -30,6 +32,7 @@ class World:
     users: dict
     task: Task
     episode: Episode
+    running: Episode
 
 
 @pytest.fixture
@@ -57,7 +60,23 @@ def world(make_user, project, other_project) -> World:
         ended_at=timezone.now(),
         outcome=EpisodeOutcome.FINISHED,
     )
-    return World(project, users, task, episode)
+    # A running episode on a leased desktop (rows only: issuing a stream starts no process).
+    desktop = Desktop.objects.create(
+        template=DesktopTemplate.objects.create(name="default"),
+        host="elsewhere",
+        provider="local",
+        status=DesktopStatus.LEASED,
+        leased_by=users["owner"],
+        lease_expires_at=timezone.now() + timedelta(minutes=5),
+        vnc_port=15999,
+        width=1280,
+        height=800,
+    )
+    working = Task.objects.create(
+        project=project, external_id="working", instruction="Close the window"
+    )
+    running = Episode.objects.create(task=working, annotator=users["owner"], desktop=desktop)
+    return World(project, users, task, episode, running)
 
 
 # (name, method, path, body, {role: expected status}); roles not listed expect the default.
@@ -168,6 +187,14 @@ ENDPOINTS = [
         {"anonymous": 401, "owner": 403, "reviewer": 201, "manager": 201, "admin": 201},
         404,
     ),
+    (
+        "stream a running episode's desktop",
+        "post",
+        "/api/episodes/{r}/stream/",
+        None,
+        {"anonymous": 401, "owner": 201, "reviewer": 201, "manager": 201, "admin": 201},
+        404,
+    ),
     ("list own tokens", "get", "/api/tokens/", None, {"anonymous": 401}, 200),
     (
         "create a token",
@@ -202,7 +229,7 @@ def fill(value, world: World):
 @pytest.mark.parametrize(("method", "path", "body", "role", "expected"), CASES)
 def test_endpoint_allows_or_denies_each_role(world, client_for, method, path, body, role, expected):
     client = client_for(None if role == "anonymous" else world.users[role])
-    url = path.format(p=world.project.pk, t=world.task.pk, e=world.episode.pk)
+    url = path.format(p=world.project.pk, t=world.task.pk, e=world.episode.pk, r=world.running.pk)
     kwargs = {"format": "json"} if body is not None else {}
     response = getattr(client, method)(url, fill(body, world), **kwargs)
 
@@ -228,7 +255,7 @@ def test_project_list_shows_only_the_callers_projects(world, client_for, other_p
 def test_annotator_lists_only_their_own_episodes(world, client_for):
     own = client_for(world.users["owner"]).get("/api/episodes/").json()["results"]
     other = client_for(world.users["annotator"]).get("/api/episodes/").json()["results"]
-    assert [e["id"] for e in own] == [world.episode.pk]
+    assert sorted(e["id"] for e in own) == sorted([world.episode.pk, world.running.pk])
     assert other == []
 
 
@@ -244,3 +271,14 @@ def test_denied_requests_change_nothing(world, client_for):
     client.patch(f"/api/projects/{world.project.pk}/", {"guidelines": "changed"}, format="json")
     world.project.refresh_from_db()
     assert (Task.objects.count(), world.project.guidelines) == before
+
+
+@pytest.mark.django_db
+def test_only_the_episodes_annotator_gets_control_of_its_stream(world, client_for):
+    modes = {
+        role: client_for(world.users[role])
+        .post(f"/api/episodes/{world.running.pk}/stream/")
+        .json()["view_only"]
+        for role in ("owner", "reviewer", "manager", "admin")
+    }
+    assert modes == {"owner": False, "reviewer": True, "manager": True, "admin": True}

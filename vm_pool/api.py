@@ -5,9 +5,7 @@ only the desktop they hold a lease on, and "not found" for the others. Streams: 
 holder gets control, staff and admins get view-only (design §6, §8).
 """
 
-from urllib.parse import urlencode
 
-from django.conf import settings
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
@@ -42,13 +40,5 @@ class DesktopViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         view_only = body.validated_data["view_only"]
         if view_only is None:
             view_only = desktop.leased_by_id != request.user.pk
-        clear, token = streaming.issue_stream_token(desktop, request.user, view_only)
-        url = f"{settings.TANDEM_WEBSOCKIFY_PUBLIC_URL}/websockify?{urlencode({'token': clear})}"
-        stream = {
-            "url": url,
-            "token": clear,
-            "password": streaming.stream_password(token),
-            "view_only": token.view_only,
-            "expires_at": token.expires_at,
-        }
+        stream = streaming.open_stream(desktop, request.user, view_only)
         return Response(StreamSerializer(stream).data, status=status.HTTP_201_CREATED)

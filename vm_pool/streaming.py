@@ -27,6 +27,7 @@ import hashlib
 import secrets
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.db.models import F
@@ -103,3 +104,15 @@ def resolve_stream_token(clear: str) -> tuple[str, int] | None:
     host, port = row
     assert port is not None  # excluded by the filter
     return host, port
+
+
+def open_stream(desktop: Desktop, user: Any, view_only: bool) -> dict[str, Any]:
+    """Everything a browser needs to open a stream: the websockify URL, token and password."""
+    clear, token = issue_stream_token(desktop, user, view_only)
+    return {
+        "url": f"{settings.TANDEM_WEBSOCKIFY_PUBLIC_URL}/websockify?{urlencode({'token': clear})}",
+        "token": clear,
+        "password": stream_password(token),
+        "view_only": token.view_only,
+        "expires_at": token.expires_at,
+    }
