@@ -253,7 +253,9 @@ def _start_xvfb(size: ScreenSize) -> tuple[Display, subprocess.Popen[bytes]]:
     The connection stays open for the desktop's life: Xvfb resets itself when its last client
     disconnects, and a client connecting during that reset is dropped.
     """
-    for number in DISPLAYS:
+    # Test runs side by side start at different numbers, so they rarely race for one display.
+    offset = (os.getpid() % 20) * 10
+    for number in [*DISPLAYS[offset:], *DISPLAYS[:offset]]:
         if Path(f"/tmp/.X{number}-lock").exists():
             continue
         display = f":{number}"
