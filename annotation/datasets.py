@@ -1,0 +1,374 @@
+"""The pair builder: what the recorded episodes become as training data (design §5).
+
+This module turns episodes into typed records; writing them as TRL or LLaMA-Factory files
+(and converting points to a model's coordinate convention) is the exporters' job.
+
+Rules, exactly:
+
+- **Final step.** A step's final (decision, thought, action) is its latest ``StepRevision`` when
+  a reviewer revised it, else the step's own. Undecided steps (the open step of an episode that
+  ended) are never data.
+- **Context** for step τ: the task's instruction; every earlier step's final thought and action,
+  in order (``history``); and the screenshots of the last ``IMAGE_WINDOW`` (5) observations up to
+  and including oτ, as sha256s, with their screen sizes. Actions are kept as JSON and as UI-TARS
+  text in screen pixels of the observation they were taken on.
+- **The model's proposal** at a step: the proposal the annotator picked, when it is valid, else
+  the lowest-ranked valid proposal. A step may have none (the model answered nothing usable).
+- **Error-correction pair** at each step whose final decision is ``corrected`` and which is not
+  a reflection: context at τ; chosen = the final (t*τ, a*τ); rejected = the model's proposal.
+  Skipped, with a counted reason, when there is no valid proposal or when it equals the final.
+- **Post-reflection pair** after ``error_kept`` at τ: context at τ+1 (its history holds the kept
+  error); chosen = the final step at τ+1; rejected = the model's proposal at τ+1. No pair, with a
+  counted reason, when the proposal equals the final (the model reflected by itself), when there
+  is no valid proposal, when τ+1 was not decided or lies outside the usable steps, or when τ+1 is
+  itself an ``error_kept`` (a kept error is never a target). A corrected reflective step gives
+  this pair only, never an error-correction pair as well: it would be the same pair twice.
+- **SFT samples**: context → completion = the final step, for every corrected step (kind
+  ``corrected``) and every reflective step, the step right after an ``error_kept`` (kind
+  ``reflection``, whatever its own decision, unless it is itself an ``error_kept``); accepted
+  steps (kind ``accepted``) only with ``include_accepted``. An ``error_kept`` step is never a
+  target, but stays in the history of the steps after it.
+- **Reviews.** The latest review of an episode is in force. A rejection naming
+  ``first_wrong_step = k`` keeps the valid prefix: only steps with index < k give SFT samples and
+  pairs (as target and as reflective step). A rejection without a first wrong step gives none.
+  Accepted and unreviewed episodes give all their steps. Only ended episodes are data; any
+  outcome counts, since every step was decided by a person.
+- **CT samples**: every ended episode whose latest review rejected it, or whose outcome is
+  ``abandoned``: the whole trajectory of decided steps (observation, final thought and action).
+
+Order is deterministic: episodes by id, then steps by index. Records stream: episodes are read
+with ``QuerySet.iterator(chunk_size=…)``; their steps, proposals and revisions are prefetched a
+chunk of episodes at a time (three queries per chunk), so memory holds one chunk, never a project.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from django.db.models import OuterRef, Prefetch, Q, QuerySet, Subquery
+
+from annotation.models import (
+    DatasetExport,
+    Decision,
+    Episode,
+    EpisodeOutcome,
+    Proposal,
+    Review,
+    Step,
+)
+from model_serving.proposers.base import IMAGE_WINDOW
+from vm_pool.actions import Action, ScreenSize
+
+ReviewStatus = Literal["accepted", "rejected", "unreviewed", "any"]
+SftKind = Literal["corrected", "reflection", "accepted"]
+
+DEFAULT_CHUNK_SIZE = 50
+
+NO_VALID_PROPOSAL = "corrected step without a valid model proposal"
+CORRECTION_EQUALS_PROPOSAL = "correction equal to the model's proposal"
+REFLECTION_NO_VALID_PROPOSAL = "reflective step without a valid model proposal"
+REFLECTION_EQUALS_PROPOSAL = "reflection equal to the model's proposal"
+REFLECTION_IS_ERROR_KEPT = "step after an error_kept is itself an error_kept"
+NO_REFLECTIVE_STEP = "error_kept without a usable next step"
+REJECTED_WITHOUT_PREFIX = "episode rejected without a first wrong step"
+
+
+# --- records -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HistoryTurn:
+    """An earlier step as it finally was: its observation and the final thought and action."""
+
+    step_index: int
+    decision: str
+    screenshot: str  # sha256 of the step's observation
+    screen: ScreenSize
+    thought: str
+    action_json: dict[str, Any]
+    action_text: str  # UI-TARS text, screen pixels of ``screen``
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the model sees before step τ."""
+
+    instruction: str
+    platform: str
+    history: tuple[HistoryTurn, ...]
+    screenshots: tuple[str, ...]  # the last IMAGE_WINDOW observations, oτ last
+    screen_sizes: tuple[ScreenSize, ...]  # one per screenshot
+
+
+@dataclass(frozen=True)
+class StepTarget:
+    thought: str
+    action_json: dict[str, Any]
+    action_text: str  # UI-TARS text, screen pixels of oτ
+
+
+@dataclass(frozen=True)
+class ErrorCorrectionPair:
+    episode_id: int
+    step_index: int
+    context: Context
+    chosen: StepTarget
+    rejected: StepTarget
+
+
+@dataclass(frozen=True)
+class PostReflectionPair:
+    episode_id: int
+    step_index: int  # τ+1, the reflective step
+    context: Context
+    chosen: StepTarget
+    rejected: StepTarget
+
+
+@dataclass(frozen=True)
+class SftSample:
+    episode_id: int
+    step_index: int
+    context: Context
+    completion: StepTarget
+    kind: SftKind
+
+
+@dataclass(frozen=True)
+class CtSample:
+    episode_id: int
+    instruction: str
+    platform: str
+    outcome: str
+    steps: tuple[HistoryTurn, ...]
+
+
+Sample = ErrorCorrectionPair | PostReflectionPair | SftSample | CtSample
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Which episodes an export reads. Dates bound ``ended_at``: from inclusive, until exclusive."""
+
+    project_id: int
+    ended_from: datetime | None = None
+    ended_until: datetime | None = None
+    model_version: str | None = None
+    review_status: ReviewStatus = "any"
+    annotator_id: int | None = None
+
+
+@dataclass
+class Tally:
+    """What a run yielded and what it skipped, by record type and by reason."""
+
+    yielded: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+
+
+# --- reading -------------------------------------------------------------------------------
+
+
+def iter_samples(
+    filters: Filters,
+    kind: str,
+    include_accepted: bool = False,
+    *,
+    tally: Tally | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> Iterator[Sample]:
+    """Stream the records of one kind (``sft``, ``dpo`` or ``ct``) in episode and step order.
+
+    ``dpo`` yields both error-correction and post-reflection pairs. ``tally``, when given, is
+    filled as records are yielded and steps are skipped.
+    """
+    if kind not in DatasetExport.Kind.values:
+        raise ValueError(f"unknown dataset kind {kind!r}; one of {', '.join(DatasetExport.Kind)}")
+    tally = tally if tally is not None else Tally()
+    for episode in _episodes(filters, kind).iterator(chunk_size=chunk_size):
+        if kind == DatasetExport.Kind.CT:
+            records: Iterable[Sample] = [_ct_sample(episode)]
+        else:
+            records = _step_records(episode, kind, include_accepted, tally)
+        for record in records:
+            tally.yielded[type(record).__name__] += 1
+            yield record
+
+
+def _episodes(filters: Filters, kind: str) -> QuerySet[Episode]:
+    latest = Review.objects.filter(episode=OuterRef("pk")).order_by("-created_at", "-id")
+    episodes = (
+        Episode.objects.filter(task__project_id=filters.project_id, ended_at__isnull=False)
+        .select_related("task__project")
+        .annotate(
+            review_verdict=Subquery(latest.values("verdict")[:1]),
+            review_first_wrong_step=Subquery(latest.values("first_wrong_step")[:1]),
+        )
+    )
+    if filters.ended_from is not None:
+        episodes = episodes.filter(ended_at__gte=filters.ended_from)
+    if filters.ended_until is not None:
+        episodes = episodes.filter(ended_at__lt=filters.ended_until)
+    if filters.model_version is not None:
+        episodes = episodes.filter(model_version=filters.model_version)
+    if filters.annotator_id is not None:
+        episodes = episodes.filter(annotator_id=filters.annotator_id)
+    if filters.review_status == "unreviewed":
+        episodes = episodes.filter(review_verdict__isnull=True)
+    elif filters.review_status != "any":
+        episodes = episodes.filter(review_verdict=filters.review_status)
+    if kind == DatasetExport.Kind.CT:
+        episodes = episodes.filter(
+            Q(review_verdict=Review.Verdict.REJECTED) | Q(outcome=EpisodeOutcome.ABANDONED)
+        )
+    steps = Step.objects.filter(decided_at__isnull=False).select_related("observation")
+    prefetches: list[Prefetch[Any]] = [
+        Prefetch("steps", queryset=steps.order_by("index")),
+        Prefetch("steps__revisions"),
+    ]
+    if kind == DatasetExport.Kind.DPO:
+        prefetches.append(Prefetch("steps__proposals", queryset=Proposal.objects.order_by("rank")))
+    return episodes.prefetch_related(*prefetches).order_by("id")
+
+
+# --- building ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Final:
+    step: Step
+    decision: str
+    thought: str
+    action_json: dict[str, Any]
+
+    def turn(self) -> HistoryTurn:
+        observation = self.step.observation
+        return HistoryTurn(
+            step_index=self.step.index,
+            decision=self.decision,
+            screenshot=observation.sha256,
+            screen=ScreenSize(observation.width, observation.height),
+            thought=self.thought,
+            action_json=self.action_json,
+            action_text=Action.from_json(self.action_json).to_text(),
+        )
+
+    def target(self) -> StepTarget:
+        return _target(self.thought, self.action_json)
+
+
+def _target(thought: str, action_json: dict[str, Any]) -> StepTarget:
+    return StepTarget(thought, action_json, Action.from_json(action_json).to_text())
+
+
+def _finals(episode: Episode) -> list[_Final]:
+    finals = []
+    for step in episode.steps.all():
+        revisions = step.revisions.all()
+        latest = max(revisions, key=lambda r: r.number) if revisions else None
+        if latest is not None:
+            finals.append(_Final(step, latest.decision, latest.final_thought, latest.final_action))
+        else:
+            assert step.final_action is not None  # decided steps always have one
+            finals.append(_Final(step, step.decision, step.final_thought, step.final_action))
+    return finals
+
+
+def _context(episode: Episode, turns: list[HistoryTurn], at: int) -> Context:
+    """The context of the step at position ``at``: ``turns[:at]`` as history, ``turns[at]``'s
+    observation as oτ."""
+    window = turns[max(0, at + 1 - IMAGE_WINDOW) : at + 1]
+    return Context(
+        instruction=episode.task.instruction,
+        platform=episode.task.project.platform,
+        history=tuple(turns[:at]),
+        screenshots=tuple(t.screenshot for t in window),
+        screen_sizes=tuple(t.screen for t in window),
+    )
+
+
+def _model_proposal(step: Step) -> Proposal | None:
+    proposals = list(step.proposals.all())
+    picked = next((p for p in proposals if p.pk == step.chosen_proposal_id), None)
+    if picked is not None and picked.is_valid:
+        return picked
+    return next((p for p in proposals if p.is_valid), None)
+
+
+def _usable_steps(episode: Any, finals: list[_Final], tally: Tally) -> int:
+    """How many of the episode's finals may be targets, after its latest review."""
+    if episode.review_verdict != Review.Verdict.REJECTED:
+        return len(finals)
+    if episode.review_first_wrong_step is None:
+        tally.skipped[REJECTED_WITHOUT_PREFIX] += 1
+        return 0
+    return sum(1 for f in finals if f.step.index < episode.review_first_wrong_step)
+
+
+def _step_records(
+    episode: Episode, kind: str, include_accepted: bool, tally: Tally
+) -> Iterator[Sample]:
+    finals = _finals(episode)
+    usable = _usable_steps(episode, finals, tally)
+    turns = [f.turn() for f in finals]
+    for at, final in enumerate(finals[:usable]):
+        after_error = at > 0 and finals[at - 1].decision == Decision.ERROR_KEPT
+        if final.decision == Decision.ERROR_KEPT:
+            if at + 1 >= usable:
+                tally.skipped[NO_REFLECTIVE_STEP] += 1
+            if after_error:
+                tally.skipped[REFLECTION_IS_ERROR_KEPT] += 1
+            continue
+        if kind == DatasetExport.Kind.SFT:
+            sft_kind = _sft_kind(final.decision, after_error, include_accepted)
+            if sft_kind is not None:
+                context = _context(episode, turns, at)
+                yield SftSample(episode.pk, final.step.index, context, final.target(), sft_kind)
+        elif after_error or final.decision == Decision.CORRECTED:
+            pair = _pair(episode, turns, at, final, after_error, tally)
+            if pair is not None:
+                yield pair
+
+
+def _sft_kind(decision: str, after_error: bool, include_accepted: bool) -> SftKind | None:
+    if after_error:
+        return "reflection"
+    if decision == Decision.CORRECTED:
+        return "corrected"
+    return "accepted" if include_accepted else None
+
+
+def _pair(
+    episode: Episode,
+    turns: list[HistoryTurn],
+    at: int,
+    final: _Final,
+    reflection: bool,
+    tally: Tally,
+) -> ErrorCorrectionPair | PostReflectionPair | None:
+    proposal = _model_proposal(final.step)
+    if proposal is None:
+        tally.skipped[REFLECTION_NO_VALID_PROPOSAL if reflection else NO_VALID_PROPOSAL] += 1
+        return None
+    assert proposal.action is not None  # valid proposals always have one
+    if (proposal.thought, proposal.action) == (final.thought, final.action_json):
+        tally.skipped[REFLECTION_EQUALS_PROPOSAL if reflection else CORRECTION_EQUALS_PROPOSAL] += 1
+        return None
+    context = _context(episode, turns, at)
+    rejected = _target(proposal.thought, proposal.action)
+    record = PostReflectionPair if reflection else ErrorCorrectionPair
+    return record(episode.pk, final.step.index, context, final.target(), rejected)
+
+
+def _ct_sample(episode: Episode) -> CtSample:
+    return CtSample(
+        episode_id=episode.pk,
+        instruction=episode.task.instruction,
+        platform=episode.task.project.platform,
+        outcome=episode.outcome,
+        steps=tuple(f.turn() for f in _finals(episode)),
+    )
