@@ -20,6 +20,7 @@ BENCHMARKS: tuple[str, ...] = (
     "tests.bench.desktops",
     "tests.bench.desktop_io",
     "tests.bench.prompt",
+    "tests.bench.step",
 )
 
 
