@@ -15,4 +15,7 @@ app.conf.task_queues = [
     Queue(name, Exchange(name, type="direct"), routing_key=name)
     for name in ("default", "exports", "desktops", "model")
 ]
+# Jobs of the live loop are short and many: keep the worker's database connection between
+# them instead of connecting again for each (Celery's Django fixup reads this key as it is).
+app.conf["CELERY_DB_REUSE_MAX"] = 100
 app.autodiscover_tasks(["annotation", "vm_pool", "model_serving"], related_name="jobs")

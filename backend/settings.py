@@ -253,6 +253,11 @@ TANDEM_AWS_START_TIMEOUT = env_int("TANDEM_AWS_START_TIMEOUT", 600)
 TANDEM_WEBSOCKIFY_PUBLIC_URL = env("TANDEM_WEBSOCKIFY_PUBLIC_URL", "ws://127.0.0.1:6080")
 TANDEM_STREAM_TOKEN_SECONDS = env_int("TANDEM_STREAM_TOKEN_SECONDS", 30)
 
+# Settle detection after each step's action: the screen must be unchanged for the window, and
+# the wait lasts at least the minimum (programs take up to ~100 ms to start reacting).
+TANDEM_SETTLE_WINDOW_MS = env_int("TANDEM_SETTLE_WINDOW_MS", 50)
+TANDEM_SETTLE_MIN_MS = env_int("TANDEM_SETTLE_MIN_MS", 80)
+
 # Proposers by name; a project's model_settings picks one (see model_serving/registry.py).
 TANDEM_PROPOSERS = {
     "openai": "model_serving.proposers.openai.OpenAIProposer",

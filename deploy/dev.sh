@@ -125,11 +125,15 @@ start_app() {
   nohup "$VENV/bin/uvicorn" backend.asgi:application --host "${TANDEM_BIND:-127.0.0.1}" --port "$port" \
     --workers "${TANDEM_WEB_WORKERS:-2}" >"$VAR/log/web.log" 2>&1 &
   echo $! >"$VAR/run/web.pid"
-  # This machine is a desktop host too: its worker owns the queue desktops.<host>.
-  nohup "$VENV/bin/celery" -A backend worker -Q "default,exports,desktops,desktops.$TANDEM_HOST,model" \
-    -c 2 -n "tandem@$TANDEM_HOST" \
+  # This machine is a desktop host too: its worker owns the queue desktops.<host>. Its jobs
+  # mostly wait on desktops (settle) and the model's jobs on the network: threads, not processes.
+  nohup "$VENV/bin/celery" -A backend worker -Q "default,exports,desktops,desktops.$TANDEM_HOST" \
+    --pool threads -c 8 -n "tandem@$TANDEM_HOST" \
     --loglevel INFO >"$VAR/log/worker.log" 2>&1 &
   echo $! >"$VAR/run/worker.pid"
+  nohup "$VENV/bin/celery" -A backend worker -Q model --pool threads -c 8 -n "model@$TANDEM_HOST" \
+    --loglevel INFO >"$VAR/log/model-worker.log" 2>&1 &
+  echo $! >"$VAR/run/model-worker.pid"
   nohup "$VENV/bin/celery" -A backend beat --loglevel INFO -s "$VAR/run/celerybeat-schedule" \
     >"$VAR/log/beat.log" 2>&1 &
   echo $! >"$VAR/run/beat.pid"
@@ -146,7 +150,7 @@ start_app() {
 }
 
 stop_app() {
-  for name in web worker beat websockify; do
+  for name in web worker model-worker beat websockify; do
     local pidfile="$VAR/run/$name.pid"
     if [ -f "$pidfile" ]; then
       kill "$(cat "$pidfile")" 2>/dev/null || true

@@ -212,8 +212,9 @@ def test_workers_consume_every_queue_tasks_are_routed_to(services):
 
 
 def test_desktop_work_has_a_worker_of_its_own(services):
-    assert queues_of(services["worker-desktops"]) == {"desktops"}
-    assert "desktops" not in queues_of(services["worker"])
+    host = services["worker-desktops"]["environment"]["TANDEM_HOST"]
+    assert queues_of(services["worker-desktops"]) == {"desktops", f"desktops.{host}"}
+    assert not any(q.startswith("desktops") for q in queues_of(services["worker"]))
 
 
 def test_beat_runs_the_schedule(services):

@@ -20,6 +20,7 @@ Rules:
 import logging
 import secrets
 import string
+import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -99,18 +100,20 @@ def template_named(name: str) -> DesktopTemplate:
 
 # Controls are kept per process: connecting to a desktop costs more than a step.
 _controls: dict[tuple[int, int, str], DesktopControl] = {}
+_controls_lock = threading.Lock()
 
 
 def control_for(desktop: Desktop) -> DesktopControl:
     """This process's control handle of a running desktop (of its current generation)."""
     key = (desktop.pk, desktop.generation, desktop.instance_id)
-    control = _controls.get(key)
-    if control is None:
-        for stale in [k for k in _controls if k[0] == desktop.pk]:
-            _controls.pop(stale).close()
-        spec = spec_for(desktop)
-        control = get_provider(desktop.provider).control(spec, endpoint_of(desktop))
-        _controls[key] = control
+    with _controls_lock:  # a threaded worker runs jobs of several desktops at once
+        control = _controls.get(key)
+        if control is None:
+            for stale in [k for k in _controls if k[0] == desktop.pk]:
+                _controls.pop(stale).close()
+            spec = spec_for(desktop)
+            control = get_provider(desktop.provider).control(spec, endpoint_of(desktop))
+            _controls[key] = control
     return control
 
 
@@ -195,7 +198,7 @@ def start_desktop(desktop_id: int) -> Desktop:
     """Start a ``starting`` desktop; it ends ``ready`` or ``broken``."""
     with transaction.atomic():
         desktop = (
-            Desktop.objects.select_for_update(skip_locked=True)
+            Desktop.objects.select_for_update(skip_locked=True, of=("self",))
             .select_related("template")
             .filter(pk=desktop_id, status=DesktopStatus.STARTING)
             .first()
@@ -214,7 +217,7 @@ def reset_desktop(desktop_id: int) -> Desktop:
     """Reset a ``resetting`` desktop with fresh secrets; it ends ``ready`` or ``broken``."""
     with transaction.atomic():
         desktop = (
-            Desktop.objects.select_for_update(skip_locked=True)
+            Desktop.objects.select_for_update(skip_locked=True, of=("self",))
             .select_related("template")
             .filter(pk=desktop_id, status=DesktopStatus.RESETTING)
             .first()
@@ -235,7 +238,11 @@ def reset_desktop(desktop_id: int) -> Desktop:
 
 def stop_desktop(desktop_id: int, reason: str = "") -> None:
     with transaction.atomic():
-        desktop = Desktop.objects.select_for_update().select_related("template").get(pk=desktop_id)
+        desktop = (
+            Desktop.objects.select_for_update(of=("self",))
+            .select_related("template")
+            .get(pk=desktop_id)
+        )
         if desktop.status == DesktopStatus.STOPPED:
             return
         get_provider(desktop.provider).stop(spec_for(desktop))

@@ -38,9 +38,18 @@ WAIT_S = 1.0
 class X11Controller:
     """Executes actions on one X display and observes it. Not thread-safe: one user at a time."""
 
-    def __init__(self, display: str, *, wait_s: float = WAIT_S) -> None:
+    def __init__(
+        self,
+        display: str,
+        *,
+        wait_s: float = WAIT_S,
+        settle_window_ms: float = DEFAULT_WINDOW_MS,
+        settle_min_ms: float = DEFAULT_MIN_MS,
+    ) -> None:
         self.display = display
         self.wait_s = wait_s
+        self.settle_window_ms = settle_window_ms
+        self.settle_min_ms = settle_min_ms
         self._closed = False
         self._x = Display(display)
         try:
@@ -109,7 +118,7 @@ class X11Controller:
         """A PNG observation, taken once the screen has settled unless ``settle`` is False."""
         if not settle:
             return Observation(png=self.screenshot(), screen=self.screen)
-        result = self.settle()
+        result = self.settle(window_ms=self.settle_window_ms, min_ms=self.settle_min_ms)
         started = time.perf_counter()
         png = self._encoder.encode(result.frame)
         encode_ms = (time.perf_counter() - started) * 1000

@@ -12,7 +12,7 @@ after the next step's commit (the step's ``created_at`` is taken before its INSE
 so it would leave those out). Both clocks are this process's.
 
 The worker is a ``celery worker`` subprocess consuming only the bench host's queue, with the
-pool and concurrency of ``deploy/dev.sh`` (prefork, ``-c 2``). Its broker, results and channel
+pool and concurrency of ``deploy/dev.sh`` (threads, ``-c 8``). Its broker, results and channel
 groups are the bench's own Redis database, and so are this process's for the run.
 
 Episodes start the real way (``episodes.start_episode`` leases a ready desktop, the worker runs
@@ -47,7 +47,7 @@ EPISODES = 8
 SOLO_WARMUP, SOLO_TIMED = 5, 60
 MANY_WARMUP, MANY_TIMED = 3, 20
 SPLIT_REPEATS = 20
-WORKER_POOL = ["--pool", "prefork", "-c", "2"]  # as deploy/dev.sh runs the demo's worker
+WORKER_POOL = ["--pool", "threads", "-c", "8"]  # as deploy/dev.sh runs the desktop host worker
 CLICK = {"type": "click", "point": [1200, 760]}  # empty desktop, away from any window
 STEP_TIMEOUT_S = 30.0
 

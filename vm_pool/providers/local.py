@@ -65,7 +65,11 @@ class LocalControl:
         if self._x11 is None:  # connects to the X server on first use
             from vm_pool.x11 import X11Controller
 
-            self._x11 = X11Controller(self.display)
+            self._x11 = X11Controller(
+                self.display,
+                settle_window_ms=settings.TANDEM_SETTLE_WINDOW_MS,
+                settle_min_ms=settings.TANDEM_SETTLE_MIN_MS,
+            )
         return self._x11
 
     def execute(self, action: Action) -> None:
