@@ -5,7 +5,6 @@ only the desktop they hold a lease on, and "not found" for the others. Streams: 
 holder gets control, staff and admins get view-only (design §6, §8).
 """
 
-
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
