@@ -287,7 +287,10 @@ def _start_desktops(template: Any, host: str, count: int) -> list[Any]:
 
 
 def _split(display: str) -> tuple[float, float]:
-    """The settle wait and the PNG encoding of the same click on a static screen, alone."""
+    """The settle wait (with the loop's settings) and the PNG encoding of the same click on a
+    static screen, alone."""
+    from django.conf import settings
+
     from vm_pool.actions import Action
     from vm_pool.x11 import X11Controller
 
@@ -296,7 +299,9 @@ def _split(display: str) -> tuple[float, float]:
         click = Action.from_json(CLICK)
         for _ in range(SPLIT_REPEATS):
             control.execute(click)
-            settled = control.settle()
+            settled = control.settle(
+                window_ms=settings.TANDEM_SETTLE_WINDOW_MS, min_ms=settings.TANDEM_SETTLE_MIN_MS
+            )
             started = time.perf_counter()
             control.encode_png(settled.frame)
             encode_ms.append((time.perf_counter() - started) * 1000)
