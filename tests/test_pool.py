@@ -179,3 +179,19 @@ def _cmdline(pid: str) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def test_setup_opens_a_url_in_the_desktops_browser(template, desktops, tmp_path):
+    page = tmp_path / "welcome.html"
+    page.write_text("<title>Tandem setup page</title><h1>Hello</h1>")
+    control = control_of(ready_desktop(template))
+    run_setup(
+        control, [{"type": "chrome_open_tabs", "parameters": {"urls_to_open": [page.as_uri()]}}]
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = control.run(["xdotool", "search", "--name", "Tandem setup page"], timeout=10)
+        if found.returncode == 0 and found.output.strip():
+            break
+        time.sleep(0.5)
+    assert found.returncode == 0 and found.output.strip(), "the browser window did not open"
