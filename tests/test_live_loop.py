@@ -140,6 +140,10 @@ def test_an_episode_with_every_decision_survives_a_server_restart(host, make_use
             assert ws.next("decision_ack", step=1)["duplicate"] is False
             sent.append((1, Decision.ACCEPTED, first["action"]))
 
+            # The lease is kept alive through the socket.
+            ws.send(type="heartbeat")
+            ws.next("heartbeat_ack")
+
             # 2: correct it with the annotator's own click.
             ws.next("proposal", step=2)
             click = {"type": "click", "point": [640, 400]}
