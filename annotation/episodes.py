@@ -45,6 +45,7 @@ from annotation.models import (
     TaskStatus,
 )
 from backend.accounts.models import User
+from backend.celery import send_after_commit
 from backend.errors import DomainError
 from backend.notifications import notify_group
 from vm_pool import pool
@@ -86,12 +87,6 @@ def _tell(episode_id: int, event: str, payload: dict[str, Any]) -> None:
     notify_group(episode_group(episode_id), event, {"episode": episode_id, **payload})
 
 
-def _send_job(name: str, args: list[Any], queue_name: str) -> None:
-    from backend.celery import app
-
-    transaction.on_commit(lambda: app.send_task(name, args=args, queue=queue_name))
-
-
 def _host_queue_of(episode: Episode) -> str:
     assert episode.desktop is not None
     return host_queue(episode.desktop.host)
@@ -117,7 +112,7 @@ def start_episode(user: User, projects: Any) -> Episode:
             template, user, f"task:{task.pk}", settings.TANDEM_LEASE_SECONDS
         )
         episode = Episode.objects.create(task=task, annotator=user, desktop=desktop)
-        _send_job("annotation.jobs.prepare_episode", [episode.pk], host_queue(desktop.host))
+        send_after_commit("annotation.jobs.prepare_episode", [episode.pk], host_queue(desktop.host))
     return episode
 
 
@@ -148,7 +143,7 @@ def _store_observation(episode_id: int, index: int, png: bytes) -> Step | None:
         if episode.ended_at is not None or episode.steps.filter(index=index).exists():
             return None
         step = Step.objects.create(episode=episode, index=index, observation=screenshot)
-        _send_job("annotation.jobs.propose_step", [step.pk], "model")
+        send_after_commit("annotation.jobs.propose_step", [step.pk], "model")
         _tell(
             episode_id,
             "observation",
@@ -287,7 +282,7 @@ def decide(
                                  "decided_by", "decided_at", "decision_ms"])  # fmt: skip
         ending = ENDING_ACTIONS.get(final_action.type)
         if ending is None:
-            _send_job("annotation.jobs.execute_step", [step.pk], _host_queue_of(episode))
+            send_after_commit("annotation.jobs.execute_step", [step.pk], _host_queue_of(episode))
         _tell(
             episode.pk,
             "decided",
@@ -377,13 +372,13 @@ def resume_if_stalled(episode_id: int) -> bool:
     if timezone.now() - since < STALL_AFTER:
         return False
     if last is None:
-        _send_job("annotation.jobs.prepare_episode", [episode.pk], _host_queue_of(episode))
+        send_after_commit("annotation.jobs.prepare_episode", [episode.pk], _host_queue_of(episode))
         return True
     if last.decided_at is not None and (last.final_action or {}).get("type") not in ENDING_ACTIONS:
-        _send_job("annotation.jobs.execute_step", [last.pk], _host_queue_of(episode))
+        send_after_commit("annotation.jobs.execute_step", [last.pk], _host_queue_of(episode))
         return True
     if not last.proposals.exists():
-        _send_job("annotation.jobs.propose_step", [last.pk], "model")
+        send_after_commit("annotation.jobs.propose_step", [last.pk], "model")
         return True
     return False
 

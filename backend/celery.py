@@ -1,6 +1,7 @@
 """The Celery app: named queues for the default work, exports, desktops and model calls."""
 
 import os
+from typing import Any
 
 from celery import Celery
 from kombu import Exchange, Queue
@@ -19,3 +20,11 @@ app.conf.task_queues = [
 # them instead of connecting again for each (Celery's Django fixup reads this key as it is).
 app.conf["CELERY_DB_REUSE_MAX"] = 100
 app.autodiscover_tasks(["annotation", "vm_pool", "model_serving"], related_name="jobs")
+
+
+def send_after_commit(name: str, args: list[Any], queue: str) -> None:
+    """Queue a job by name once the current transaction commits (at once outside one), so a
+    job never reads rows that are not yet there, nor runs for a change that was rolled back."""
+    from django.db import transaction
+
+    transaction.on_commit(lambda: app.send_task(name, args=args, queue=queue))

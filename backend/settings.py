@@ -131,9 +131,7 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "annotation.jobs.propose_step": {"queue": "model"},
     "annotation.jobs.*": {"queue": "default"},
-    "annotation.exports.*": {"queue": "exports"},
     "vm_pool.jobs.*": {"queue": "desktops"},
-    "model_serving.jobs.*": {"queue": "model"},
 }
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -30,6 +30,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
+from backend.celery import send_after_commit
 from backend.errors import DomainError
 from backend.notifications import notify_user
 from vm_pool.actions import ScreenSize
@@ -307,15 +308,9 @@ def release_desktop(desktop_id: int, user: Any | None = None) -> bool:
         state_changed_at=timezone.now(),
     )
     if changed:
-        _after_commit_on_host(desktop_id, "vm_pool.jobs.reset_desktop")
+        host = Desktop.objects.values_list("host", flat=True).get(pk=desktop_id)
+        send_after_commit("vm_pool.jobs.reset_desktop", [desktop_id], host_queue(host))
     return bool(changed)
-
-
-def _after_commit_on_host(desktop_id: int, job: str) -> None:
-    from backend.celery import app
-
-    host = Desktop.objects.values_list("host", flat=True).get(pk=desktop_id)
-    transaction.on_commit(lambda: app.send_task(job, args=[desktop_id], queue=host_queue(host)))
 
 
 # --- keeping the pool healthy: periodic, per host ----------------------------------------------
