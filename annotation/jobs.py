@@ -7,6 +7,7 @@ desktop, ``propose_step`` on ``model``.
 
 import asyncio
 import time
+from functools import lru_cache
 from typing import Any
 
 from celery import shared_task
@@ -42,9 +43,16 @@ def execute_step(step_id: int) -> None:
     episodes.execute_step(step_id)
 
 
-def _png(step: Step) -> bytes:
-    with default_storage.open(step.observation.file.name, "rb") as f:
+@lru_cache(maxsize=16)
+def _stored_png(name: str) -> bytes:
+    # Screenshots are content-addressed and never change: consecutive steps of an episode
+    # share four of their five images, so each is read from storage once, not five times.
+    with default_storage.open(name, "rb") as f:
         return f.read()
+
+
+def _png(step: Step) -> bytes:
+    return _stored_png(step.observation.file.name)
 
 
 def proposal_request(step: Step) -> ProposalRequest:
