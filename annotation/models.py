@@ -383,7 +383,16 @@ class DatasetExport(models.Model):
     counts = models.JSONField(default=dict, blank=True)
     content_hash = models.CharField(max_length=64, blank=True)
     location = models.CharField(max_length=500, blank=True)
+    files = models.JSONField(
+        default=list, blank=True, help_text="The published files: [{name, size, sha256}]."
+    )
     error = models.TextField(blank=True)
+    attempt = models.PositiveIntegerField(
+        default=0, help_text="How many times a job has started building this export."
+    )
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last sign of life of the job building it."
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="dataset_exports"
     )
