@@ -1,5 +1,7 @@
 """API representations of the annotation domain."""
 
+from typing import Any
+
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
@@ -15,8 +17,19 @@ from annotation.models import (
     TaskEvent,
 )
 from backend.accounts.roles import Role
+from vm_pool.actions import Action, InvalidAction
 
 User = get_user_model()
+
+
+def action_text(action: Any) -> str | None:
+    """A stored action as UI-TARS text (screen pixels), for people reading an episode."""
+    if action is None:
+        return None
+    try:
+        return Action.from_json(action).to_text()
+    except InvalidAction:
+        return None
 
 
 class ProjectSerializer(serializers.ModelSerializer):
@@ -136,6 +149,8 @@ class ImportUploadSerializer(serializers.Serializer):
 
 
 class ProposalSerializer(serializers.ModelSerializer):
+    action_text = serializers.SerializerMethodField()
+
     class Meta:
         model = Proposal
         fields = [
@@ -143,6 +158,7 @@ class ProposalSerializer(serializers.ModelSerializer):
             "raw_text",
             "thought",
             "action",
+            "action_text",
             "invalid_reason",
             "model_name",
             "model_version",
@@ -153,9 +169,13 @@ class ProposalSerializer(serializers.ModelSerializer):
             "created_at",
         ]
 
+    def get_action_text(self, proposal: Proposal) -> str | None:
+        return action_text(proposal.action)
+
 
 class StepRevisionSerializer(serializers.ModelSerializer):
     author = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    final_action_text = serializers.SerializerMethodField()
 
     class Meta:
         model = StepRevision
@@ -164,10 +184,14 @@ class StepRevisionSerializer(serializers.ModelSerializer):
             "decision",
             "final_thought",
             "final_action",
+            "final_action_text",
             "author",
             "note",
             "created_at",
         ]
+
+    def get_final_action_text(self, revision: StepRevision) -> str | None:
+        return action_text(revision.final_action)
 
 
 class StepSerializer(serializers.ModelSerializer):
@@ -176,6 +200,7 @@ class StepSerializer(serializers.ModelSerializer):
     decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     screenshot = serializers.CharField(source="observation_id", read_only=True)
     screen_size = serializers.SerializerMethodField()
+    final_action_text = serializers.SerializerMethodField()
 
     class Meta:
         model = Step
@@ -187,6 +212,7 @@ class StepSerializer(serializers.ModelSerializer):
             "decision",
             "final_thought",
             "final_action",
+            "final_action_text",
             "decided_by",
             "decided_at",
             "decision_ms",
@@ -195,6 +221,9 @@ class StepSerializer(serializers.ModelSerializer):
 
     def get_screen_size(self, step: Step) -> list[int]:
         return [step.observation.width, step.observation.height]
+
+    def get_final_action_text(self, step: Step) -> str | None:
+        return action_text(step.final_action)
 
 
 class ReviewSerializer(serializers.ModelSerializer):
@@ -236,8 +265,18 @@ class EpisodeSerializer(serializers.ModelSerializer):
 
 
 class EpisodeDetailSerializer(EpisodeSerializer):
+    instruction = serializers.CharField(source="task.instruction", read_only=True)
+    task_external_id = serializers.CharField(source="task.external_id", read_only=True)
+    task_status = serializers.CharField(source="task.status", read_only=True)
     steps = StepSerializer(many=True, read_only=True)
     reviews = ReviewSerializer(many=True, read_only=True)
 
     class Meta(EpisodeSerializer.Meta):
-        fields = [*EpisodeSerializer.Meta.fields, "steps", "reviews"]
+        fields = [
+            *EpisodeSerializer.Meta.fields,
+            "instruction",
+            "task_external_id",
+            "task_status",
+            "steps",
+            "reviews",
+        ]

@@ -140,6 +140,31 @@ ENDPOINTS = [
         403,
     ),
     (
+        "task board",
+        "get",
+        "/api/projects/{p}/board/",
+        None,
+        {"anonymous": 401, "outsider": 404, "manager": 200, "reviewer": 200, "admin": 200},
+        403,
+    ),
+    (
+        "throughput chart",
+        "get",
+        "/api/projects/{p}/throughput/",
+        None,
+        {"anonymous": 401, "outsider": 404, "manager": 200, "reviewer": 200, "admin": 200},
+        403,
+    ),
+    (
+        "acceptance chart",
+        "get",
+        "/api/projects/{p}/acceptance/?bucket=hour",
+        None,
+        {"anonymous": 401, "outsider": 404, "manager": 200, "reviewer": 200, "admin": 200},
+        403,
+    ),
+    ("review queue", "get", "/api/review-queue/", None, {"anonymous": 401}, 200),
+    (
         "model health",
         "get",
         "/api/projects/{p}/model/",
@@ -282,3 +307,23 @@ def test_only_the_episodes_annotator_gets_control_of_its_stream(world, client_fo
         for role in ("owner", "reviewer", "manager", "admin")
     }
     assert modes == {"owner": False, "reviewer": True, "manager": True, "admin": True}
+
+
+@pytest.mark.django_db
+def test_review_queue_lists_submitted_episodes_only_to_their_reviewers(world, client_for):
+    queued = {
+        role: [
+            e["id"]
+            for e in client_for(world.users[role]).get("/api/review-queue/").json()["results"]
+        ]
+        for role in ("owner", "reviewer", "manager", "engineer", "outsider", "admin")
+    }
+    waiting = [world.episode.pk]
+    assert queued == {
+        "owner": [],
+        "reviewer": waiting,
+        "manager": waiting,
+        "engineer": [],
+        "outsider": [],
+        "admin": waiting,
+    }

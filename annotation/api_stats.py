@@ -1,0 +1,114 @@
+"""What managers and reviewers watch: the progress board, throughput and acceptance charts
+(figures defined in ``annotation.stats``), and the review queue. Thin views: check
+permission, validate, call one function, return."""
+
+from django.db.models import Count, Exists, OuterRef, QuerySet
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation import access, stats
+from annotation.models import Episode, Project, Review, TaskStatus
+from annotation.serializers import EpisodeSerializer
+from backend.accounts.roles import Capability
+
+
+class BoardQuerySerializer(serializers.Serializer):
+    limit = serializers.IntegerField(min_value=1, max_value=500, default=50)
+
+
+class SeriesQuerySerializer(serializers.Serializer):
+    bucket = serializers.ChoiceField(choices=list(stats.BUCKETS), default="day")
+    since = serializers.DateTimeField(required=False)
+    until = serializers.DateTimeField(required=False)
+
+
+def overseen_project(request: Request, pk: int) -> Project:
+    """The project, if the caller may view its episodes (404 to non-members, 403 to others)."""
+    project = get_object_or_404(access.visible_projects(request.user).distinct(), pk=pk)
+    access.require(request.user, project, Capability.VIEW_EPISODES)
+    return project
+
+
+class ProgressBoardView(APIView):
+    token_resource = "projects"
+
+    @extend_schema(parameters=[BoardQuerySerializer], responses={200: dict})
+    def get(self, request: Request, pk: int) -> Response:
+        """Task counts by status and, per status, the most recently updated tasks."""
+        project = overseen_project(request, pk)
+        query = BoardQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        return Response(stats.progress_board(project, query.validated_data["limit"]))
+
+
+class SeriesView(APIView):
+    token_resource = "projects"
+
+    def span(self, request: Request) -> stats.Window:
+        query = SeriesQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        data = query.validated_data
+        return stats.window(data["bucket"], data.get("since"), data.get("until"))
+
+
+class ThroughputView(SeriesView):
+    @extend_schema(parameters=[SeriesQuerySerializer], responses={200: dict})
+    def get(self, request: Request, pk: int) -> Response:
+        """Steps decided and episodes submitted per annotator per hour or day."""
+        project = overseen_project(request, pk)
+        return Response(stats.throughput(project, self.span(request)))
+
+
+class AcceptanceView(SeriesView):
+    @extend_schema(parameters=[SeriesQuerySerializer], responses={200: dict})
+    def get(self, request: Request, pk: int) -> Response:
+        """Accepted / corrected / error-kept decisions and the acceptance rate per model
+        version per hour or day."""
+        project = overseen_project(request, pk)
+        return Response(stats.acceptance(project, self.span(request)))
+
+
+class ReviewQueueEpisodeSerializer(EpisodeSerializer):
+    instruction = serializers.CharField(source="task.instruction", read_only=True)
+    project_name = serializers.CharField(source="task.project.name", read_only=True)
+
+    class Meta(EpisodeSerializer.Meta):
+        fields = [*EpisodeSerializer.Meta.fields, "instruction", "project_name"]
+
+
+class ReviewQueueView(generics.ListAPIView):
+    """Episodes waiting for a verdict in the projects the caller reviews, oldest first: ended,
+    their task submitted, and no review yet."""
+
+    token_resource = "episodes"
+    serializer_class = ReviewQueueEpisodeSerializer
+
+    @extend_schema(
+        parameters=[OpenApiParameter("project", int, description="Only this project.")],
+    )
+    def get(self, request: Request, *args: object, **kwargs: object) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self) -> QuerySet[Episode]:
+        reviewed = Review.objects.filter(episode=OuterRef("pk"))
+        episodes = (
+            Episode.objects.filter(
+                task__project__in=access.projects_where(self.request.user, Capability.REVIEW),
+                task__status=TaskStatus.SUBMITTED,
+                ended_at__isnull=False,
+            )
+            .exclude(Exists(reviewed))
+            .select_related("annotator", "task__project")
+            .annotate(step_count=Count("steps"))
+            .order_by("ended_at", "id")
+        )
+        project = self.request.query_params.get("project")
+        if project is not None:
+            if not project.isdigit():
+                raise serializers.ValidationError({"project": "must be a project id"})
+            episodes = episodes.filter(task__project_id=int(project))
+        return episodes

@@ -1,0 +1,241 @@
+"""The figures a project's managers and reviewers watch: its progress board, each annotator's
+throughput over time, and how often annotators accept each model version's proposals.
+
+- **Progress board.** Every task of the project counted by status (``queued``, ``assigned``,
+  ``in_progress``, ``submitted``, ``reviewed``, ``rejected``; every status appears, zero
+  included), and for each status the most recently updated tasks (at most ``limit``), each with
+  its latest episode so the board can open it.
+- **Throughput.** Per annotator and per time bucket (an hour or a day, in UTC): *steps decided*
+  is the number of steps whose decision they committed in that bucket (``Step.decided_at``);
+  *episodes submitted* is the number of their episodes that ended in that bucket with an outcome
+  that submits the task for review (``finished``, ``call_user``, ``max_steps``); the mean time
+  they took to decide a step is given as well. Buckets with no work are listed with zeros so a
+  chart's axis is continuous.
+- **Acceptance rate per model version.** Per model version and time bucket, the annotators'
+  live decisions (``Step.decision``; a reviewer's later revision does not change what the
+  annotator did with the proposal) on the steps where that model version made a valid proposal:
+  ``accepted``, ``corrected`` and ``error_kept`` counts, and the rate ``accepted / (accepted +
+  corrected + error_kept)`` (``null`` for a bucket without decided steps). A step's model version
+  is that of the proposal the annotator picked, else of its best-ranked valid proposal. Steps
+  where the model gave no valid proposal (unparseable text, model down) say nothing about a
+  version's quality: they are counted apart, as ``without_proposal`` of the episode's version.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db.models import Avg, Count, F, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce, NullIf, Trunc
+from django.utils import timezone
+
+from annotation.models import (
+    Decision,
+    Episode,
+    EpisodeOutcome,
+    Project,
+    Proposal,
+    Step,
+    Task,
+    TaskStatus,
+)
+from backend.errors import DomainError
+
+BUCKETS = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
+DEFAULT_SPAN = {"hour": timedelta(hours=48), "day": timedelta(days=14)}
+MAX_BUCKETS = 500
+SUBMITTING_OUTCOMES = (EpisodeOutcome.FINISHED, EpisodeOutcome.CALL_USER, EpisodeOutcome.MAX_STEPS)
+UNKNOWN_VERSION = "unknown"
+
+
+class BadRange(DomainError):
+    code = "bad_range"
+
+
+@dataclass(frozen=True)
+class Window:
+    """Whole buckets of ``size`` from ``start`` (inclusive) to ``end`` (exclusive), in UTC."""
+
+    bucket: str
+    start: datetime
+    end: datetime
+
+    @property
+    def starts(self) -> list[datetime]:
+        step = BUCKETS[self.bucket]
+        count = int((self.end - self.start) / step)
+        return [self.start + i * step for i in range(count)]
+
+
+def _floor(moment: datetime, bucket: str) -> datetime:
+    moment = moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    return moment.replace(hour=0) if bucket == "day" else moment
+
+
+def window(bucket: str, since: datetime | None, until: datetime | None) -> Window:
+    """The buckets covering ``since``..``until`` (default: the last 14 days or 48 hours)."""
+    if bucket not in BUCKETS:
+        raise BadRange(f"bucket must be one of {', '.join(BUCKETS)}, not {bucket!r}.")
+    end = until or timezone.now()
+    begin = since or end - DEFAULT_SPAN[bucket]
+    if begin >= end:
+        raise BadRange("since must be before until.")
+    start = _floor(begin, bucket)
+    stop = _floor(end, bucket) + BUCKETS[bucket]
+    result = Window(bucket, start, stop)
+    if (stop - start) / BUCKETS[bucket] > MAX_BUCKETS:
+        raise BadRange(f"At most {MAX_BUCKETS} buckets; choose a shorter range or a larger bucket.")
+    return result
+
+
+# --- progress board ------------------------------------------------------------------------
+
+
+def progress_board(project: Project, limit: int = 50) -> dict[str, Any]:
+    latest_episode = Episode.objects.filter(task=OuterRef("pk")).order_by("-started_at", "-id")
+    counts = dict(project.tasks.values_list("status").annotate(n=Count("id")).order_by())
+    columns = []
+    for status in TaskStatus:
+        tasks: QuerySet[Task] = (
+            project.tasks.filter(status=status)
+            .select_related("assignee")
+            .annotate(latest_episode=Subquery(latest_episode.values("pk")[:1]))
+            .order_by("-updated_at", "-id")[:limit]
+        )
+        columns.append(
+            {
+                "status": status.value,
+                "count": counts.get(status.value, 0),
+                "tasks": [
+                    {
+                        "id": task.pk,
+                        "external_id": task.external_id,
+                        "instruction": task.instruction[:200],
+                        "assignee": task.assignee.username if task.assignee else None,
+                        "priority": task.priority,
+                        "updated_at": task.updated_at,
+                        "episode": task.latest_episode,  # type: ignore[attr-defined]
+                    }
+                    for task in tasks
+                ],
+            }
+        )
+    return {"project": project.pk, "total": sum(counts.values()), "columns": columns}
+
+
+# --- throughput ----------------------------------------------------------------------------
+
+
+def throughput(project: Project, span: Window) -> dict[str, Any]:
+    steps = (
+        Step.objects.filter(
+            episode__task__project=project,
+            decided_at__gte=span.start,
+            decided_at__lt=span.end,
+        )
+        .annotate(at=Trunc("decided_at", span.bucket, tzinfo=UTC), who=F("decided_by__username"))
+        .values("at", "who")
+        .annotate(n=Count("id"), mean_ms=Avg("decision_ms"))
+        .order_by()
+    )
+    submitted = (
+        Episode.objects.filter(
+            task__project=project,
+            outcome__in=SUBMITTING_OUTCOMES,
+            ended_at__gte=span.start,
+            ended_at__lt=span.end,
+        )
+        .annotate(at=Trunc("ended_at", span.bucket, tzinfo=UTC), who=F("annotator__username"))
+        .values("at", "who")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    cells: dict[str, dict[datetime, dict[str, Any]]] = defaultdict(dict)
+
+    def cell(who: str, at: datetime) -> dict[str, Any]:
+        return cells[who].setdefault(at, {"steps": 0, "episodes": 0, "mean_decision_ms": None})
+
+    for row in steps:
+        entry = cell(row["who"], row["at"])
+        entry["steps"] = row["n"]
+        entry["mean_decision_ms"] = round(row["mean_ms"]) if row["mean_ms"] is not None else None
+    for done in submitted:
+        cell(done["who"], done["at"])["episodes"] = done["n"]
+    empty = {"steps": 0, "episodes": 0, "mean_decision_ms": None}
+    series = [
+        {
+            "annotator": who,
+            "steps": sum(c["steps"] for c in cells[who].values()),
+            "episodes": sum(c["episodes"] for c in cells[who].values()),
+            "points": [{"at": at, **cells[who].get(at, empty)} for at in span.starts],
+        }
+        for who in sorted(cells)
+    ]
+    return _framed(project, span, {"annotators": series})
+
+
+# --- acceptance ----------------------------------------------------------------------------
+
+
+def acceptance(project: Project, span: Window) -> dict[str, Any]:
+    best_valid = Proposal.objects.filter(step=OuterRef("pk"), invalid_reason="").order_by("rank")
+    rows = (
+        Step.objects.filter(
+            episode__task__project=project,
+            decided_at__gte=span.start,
+            decided_at__lt=span.end,
+        )
+        .annotate(
+            at=Trunc("decided_at", span.bucket, tzinfo=UTC),
+            proposed_by=Coalesce(
+                NullIf(F("chosen_proposal__model_version"), Value("")),
+                Subquery(best_valid.values("model_version")[:1]),
+            ),
+            valid=Subquery(best_valid.values("pk")[:1]),
+            fallback=F("episode__model_version"),
+        )
+        .values("at", "decision", "proposed_by", "fallback", "valid")
+    )
+    cells: dict[str, dict[datetime, dict[str, int]]] = defaultdict(dict)
+    for row in rows.iterator(chunk_size=2000):
+        if row["valid"] is None:
+            version = row["fallback"] or UNKNOWN_VERSION
+            kind = "without_proposal"
+        else:
+            version = row["proposed_by"] or row["fallback"] or UNKNOWN_VERSION
+            kind = row["decision"]
+        counts = cells[version].setdefault(row["at"], _zero())
+        counts[kind] += 1
+    versions = []
+    for version in sorted(cells):
+        total = _zero()
+        points = []
+        for at in span.starts:
+            counts = cells[version].get(at, _zero())
+            for kind, n in counts.items():
+                total[kind] += n
+            points.append({"at": at, **counts, "rate": _rate(counts)})
+        summary: dict[str, Any] = {**total, "rate": _rate(total)}
+        versions.append({"model_version": version, "total": summary, "points": points})
+    return _framed(project, span, {"versions": versions})
+
+
+def _zero() -> dict[str, int]:
+    return {**{d.value: 0 for d in Decision}, "without_proposal": 0}
+
+
+def _rate(counts: dict[str, int]) -> float | None:
+    judged = sum(counts[d.value] for d in Decision)
+    return round(counts[Decision.ACCEPTED] / judged, 4) if judged else None
+
+
+def _framed(project: Project, span: Window, body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "project": project.pk,
+        "bucket": span.bucket,
+        "since": span.start,
+        "until": span.end,
+        "buckets": span.starts,
+        **body,
+    }
