@@ -130,11 +130,16 @@ CELERY_RESULT_BACKEND = env("TANDEM_CELERY_RESULT_BACKEND", REDIS_URL)
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "annotation.jobs.propose_step": {"queue": "model"},
+    "annotation.jobs.build_export": {"queue": "exports"},
     "annotation.jobs.*": {"queue": "default"},
     "vm_pool.jobs.*": {"queue": "desktops"},
 }
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A job whose worker died unacknowledged is delivered again after this many seconds.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("TANDEM_CELERY_VISIBILITY_TIMEOUT", 3600),
+}
 CELERY_TIMEZONE = "UTC"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -152,6 +157,10 @@ STATIC_URL = "static/"
 WHITENOISE_USE_FINDERS = DEBUG
 WHITENOISE_AUTOREFRESH = DEBUG
 STATIC_ROOT = Path(env("TANDEM_STATIC_ROOT", str(BASE_DIR / "var" / "static")))
+# The web app's build (`npm run build` in frontend/, run by deploy/dev.sh install) is served
+# under /static/app/; backend.views.web_app serves its index for every route under /app/.
+FRONTEND_DIST = Path(env("TANDEM_FRONTEND_DIST", str(BASE_DIR / "frontend" / "dist")))
+STATICFILES_DIRS = [("app", FRONTEND_DIST)]
 MEDIA_URL = "media/"
 MEDIA_ROOT = Path(env("TANDEM_MEDIA_ROOT", str(BASE_DIR / "var" / "media")))
 
@@ -179,6 +188,17 @@ STORAGES = {
     "default": _default_storage,
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+
+# Dataset exports: built in a staging folder on the worker's disk, published to storage under
+# exports/<id>/. An attempt silent for TANDEM_EXPORT_STALE_SECONDS is taken over by a new one.
+# Remote downloads are presigned URLs valid TANDEM_EXPORT_URL_SECONDS. TANDEM_EXPORT_RECORD_DELAY_MS
+# slows each record down, for tests that must catch a job in the middle; 0 in production.
+TANDEM_EXPORT_STAGING_ROOT = Path(
+    env("TANDEM_EXPORT_STAGING_ROOT", str(BASE_DIR / "var" / "export-staging"))
+)
+TANDEM_EXPORT_STALE_SECONDS = env_int("TANDEM_EXPORT_STALE_SECONDS", 120)
+TANDEM_EXPORT_URL_SECONDS = env_int("TANDEM_EXPORT_URL_SECONDS", 600)
+TANDEM_EXPORT_RECORD_DELAY_MS = env_int("TANDEM_EXPORT_RECORD_DELAY_MS", 0)
 
 # Uploads: task files up to TANDEM_IMPORT_MAX_BYTES; larger bodies are refused before parsing.
 TANDEM_IMPORT_MAX_BYTES = env_int("TANDEM_IMPORT_MAX_BYTES", 10 * 1024 * 1024)

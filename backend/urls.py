@@ -1,8 +1,9 @@
-"""URL map: the API under /api/, its schema and docs, the admin, sign-in, health."""
+"""URL map: the web app under /app/, the API under /api/, its schema and docs, the admin,
+sign-in, health."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
@@ -37,6 +38,8 @@ admin.site.site_title = "Tandem"
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("app/", views.web_app, name="app"),
+    re_path(r"^app/(?P<route>.*)$", views.web_app),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -1,34 +1,42 @@
-"""Server-rendered pages of the project shell (home) and the health check."""
+"""Pages outside the API: the web app's shell (the built frontend) and the health check.
+
+Sign-in stays Django's login page; everything a signed-in person sees is the web app under
+/app/, whose built files (``npm run build`` in frontend/) are served from /static/app/.
+"""
 
 import redis
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.db.models import Count
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.views.decorators.csrf import ensure_csrf_cookie
 
-from annotation import access
-from annotation.models import TaskStatus
+APP_PATH = "/app/"
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    projects = (
-        access.visible_projects(request.user)
-        .annotate(task_count=Count("tasks"))
-        .order_by("name")
-        .distinct()
-    )
-    roles = dict(request.user.memberships.values_list("project_id", "role"))
-    mine = request.user.assigned_tasks.filter(
-        status__in=[TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS]
-    ).select_related("project")
-    return render(
-        request,
-        "tandem/home.html",
-        {"projects": [(p, roles.get(p.pk, "admin")) for p in projects], "my_tasks": mine},
-    )
+    return HttpResponseRedirect(APP_PATH)
+
+
+@login_required
+@ensure_csrf_cookie  # the app sends the cookie's value back in X-CSRFToken
+def web_app(request: HttpRequest, route: str = "") -> HttpResponse:
+    """The web app's index for every route under /app/; the app's router takes it from there."""
+    index = settings.FRONTEND_DIST / "index.html"
+    try:
+        html = index.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return HttpResponse(
+            f"The web app is not built: {index} is missing. Run `deploy/dev.sh install` "
+            "(or `npm ci && npm run build` in frontend/).",
+            status=503,
+            content_type="text/plain; charset=utf-8",
+        )
+    response = HttpResponse(html)
+    # The index names the hashed asset files of one build: never serve a stale one.
+    response["Cache-Control"] = "no-cache"
+    return response
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

@@ -2,7 +2,8 @@
 # Prepares a Debian machine for Tandem and starts what it needs. Idempotent: each step checks
 # first and does nothing when its work is already done, so a second run takes seconds.
 #
-#   deploy/dev.sh install    system packages, the Python virtual environment, the tests' tools
+#   deploy/dev.sh install    system packages, the Python virtual environment, the web app's
+#                            build, the tests' tools
 #   deploy/dev.sh services   PostgreSQL and Redis running, the tandem role and database present
 #   deploy/dev.sh start      web (uvicorn), Celery worker and beat, websockify in the background,
 #                            logs in var/log
@@ -80,6 +81,31 @@ install_test_tools() {
     log "installing noVNC for the streaming tests"
     (cd "$client" && npm ci --no-audit --no-fund --loglevel=error)
     echo "$want" >"$client/node_modules/.tandem-installed"
+  fi
+}
+
+# The web app (frontend/): npm ci from its lock file, then a production build into
+# frontend/dist, which Django serves. Both are skipped when their inputs have not changed.
+install_frontend() {
+  if ! command -v npm >/dev/null 2>&1; then
+    log "installing npm for the web app"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null
+  fi
+  local app=$ROOT/frontend lock sources
+  lock=$(sha256sum "$app/package-lock.json" | cut -c1-16)
+  if [ "$(cat "$app/node_modules/.tandem-installed" 2>/dev/null)" != "$lock" ]; then
+    log "installing the web app's packages"
+    (cd "$app" && npm ci --no-audit --no-fund --loglevel=error) || { log "npm ci failed in frontend/"; exit 1; }
+    echo "$lock" >"$app/node_modules/.tandem-installed"
+  fi
+  sources=$(cd "$app" && sha256sum package-lock.json package.json index.html vite.config.ts \
+    tsconfig.json $(find src -type f | sort) | sha256sum | cut -c1-16)
+  if [ ! -f "$app/dist/index.html" ] || [ "$(cat "$app/node_modules/.tandem-built" 2>/dev/null)" != "$sources" ]; then
+    log "building the web app"
+    local out
+    out=$(cd "$app" && npm run build --silent 2>&1) || { echo "$out" | tail -30; log "the web app did not build"; exit 1; }
+    echo "$sources" >"$app/node_modules/.tandem-built"
   fi
 }
 
@@ -165,7 +191,7 @@ stop_app() {
 }
 
 case "${1:-}" in
-  install) install_system; install_python; install_test_tools ;;
+  install) install_system; install_python; install_frontend; install_test_tools ;;
   services) start_postgres; start_redis; ensure_database ;;
   start) start_app ;;
   stop) stop_app ;;
