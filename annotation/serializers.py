@@ -176,6 +176,9 @@ class ProposalSerializer(serializers.ModelSerializer):
 class StepRevisionSerializer(serializers.ModelSerializer):
     author = serializers.SlugRelatedField(slug_field="username", read_only=True)
     final_action_text = serializers.SerializerMethodField()
+    chosen_rank = serializers.SerializerMethodField(
+        help_text="Rank of the proposal the annotator picked (accepted or kept), else null."
+    )
 
     class Meta:
         model = StepRevision
@@ -201,6 +204,9 @@ class StepSerializer(serializers.ModelSerializer):
     screenshot = serializers.CharField(source="observation_id", read_only=True)
     screen_size = serializers.SerializerMethodField()
     final_action_text = serializers.SerializerMethodField()
+    chosen_rank = serializers.SerializerMethodField(
+        help_text="Rank of the proposal the annotator picked (accepted or kept), else null."
+    )
 
     class Meta:
         model = Step
@@ -209,6 +215,7 @@ class StepSerializer(serializers.ModelSerializer):
             "screenshot",
             "screen_size",
             "proposals",
+            "chosen_rank",
             "decision",
             "final_thought",
             "final_action",
@@ -224,6 +231,10 @@ class StepSerializer(serializers.ModelSerializer):
 
     def get_final_action_text(self, step: Step) -> str | None:
         return action_text(step.final_action)
+
+    def get_chosen_rank(self, step: Step) -> int | None:
+        chosen = [p.rank for p in step.proposals.all() if p.pk == step.chosen_proposal_id]
+        return chosen[0] if chosen else None
 
 
 class ReviewSerializer(serializers.ModelSerializer):

@@ -246,5 +246,6 @@ def test_episode_detail_gives_actions_as_ui_tars_text(history, client_for):
     accepted, corrected, _ = body["steps"]
     assert accepted["proposals"][0]["action_text"] == "click(start_box='(640,400)')"
     assert accepted["final_action_text"] == "click(start_box='(640,400)')"
+    assert (accepted["chosen_rank"], corrected["chosen_rank"]) == (0, None)
     assert corrected["final_action_text"] == "type(content='hello\\n')"
     assert corrected["screen_size"] == [1280, 800]

@@ -1,47 +1,22 @@
-import { Route, Routes } from "react-router-dom";
-import type { Page } from "../../api";
-import { ErrorBanner, Loading, Table, useApi } from "../../ui";
+/** The ML engineer's pages: dataset exports and personal access tokens. */
+import { NavLink, Navigate, Route, Routes } from "react-router-dom";
+import { Exports } from "./Exports";
+import { Tokens } from "./Tokens";
+import "../manager/manager.css";
 
-interface AccessTokenRow {
-  id: number;
-  name: string;
-  prefix: string;
-  scopes: string[];
-  expires_at: string;
-  is_active: boolean;
-}
-
-function TokenList() {
-  const { data, error, loading } = useApi<Page<AccessTokenRow>>("/api/tokens/");
-  return (
-    <>
-      <h1>Access tokens</h1>
-      <p>Datasets are pulled over the API with a personal access token.</p>
-      <ErrorBanner error={error} />
-      {loading ? <Loading /> : null}
-      {data ? (
-        <Table
-          rows={data.results}
-          rowKey={(t) => t.id}
-          empty="No tokens yet."
-          columns={[
-            { header: "Name", cell: (t) => t.name },
-            { header: "Token", cell: (t) => <code>{t.prefix}…</code> },
-            { header: "Scopes", cell: (t) => t.scopes.join(", ") },
-            { header: "Expires", cell: (t) => new Date(t.expires_at).toLocaleDateString() },
-            { header: "Active", cell: (t) => (t.is_active ? "yes" : "no") },
-          ]}
-        />
-      ) : null}
-    </>
-  );
-}
-
-/** The ML engineer's pages. */
 export function EngineerRoutes() {
   return (
-    <Routes>
-      <Route index element={<TokenList />} />
-    </Routes>
+    <>
+      <h1>Datasets and access</h1>
+      <nav className="tabs" aria-label="Engineer sections">
+        <NavLink to="exports">Dataset exports</NavLink>
+        <NavLink to="tokens">Access tokens</NavLink>
+      </nav>
+      <Routes>
+        <Route index element={<Navigate to="exports" replace />} />
+        <Route path="exports" element={<Exports />} />
+        <Route path="tokens" element={<Tokens />} />
+      </Routes>
+    </>
   );
 }

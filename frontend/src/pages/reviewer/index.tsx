@@ -1,31 +1,56 @@
-import { Route, Routes } from "react-router-dom";
+/** The reviewer's pages: the queue of submitted episodes of their projects, oldest first, and
+ * the episode viewer with the review form. */
+import { useState } from "react";
+import { Link, Route, Routes } from "react-router-dom";
 import type { Page } from "../../api";
-import { ErrorBanner, Loading, Table, useApi } from "../../ui";
+import { Button, ErrorBanner, Loading, Table, useApi, useMe } from "../../ui";
+import { EpisodeViewer } from "../manager/EpisodeViewer";
+import { when } from "../manager/format";
+import type { EpisodeSummary } from "../manager/types";
+import "../manager/manager.css";
 
-interface EpisodeRow {
-  id: number;
-  task: number;
-  outcome: string | null;
-  started_at: string;
-  [key: string]: unknown;
-}
-
-function EpisodeList() {
-  const { data, error, loading } = useApi<Page<EpisodeRow>>("/api/episodes/");
+function ReviewQueue() {
+  const me = useMe();
+  const [project, setProject] = useState("");
+  const { data, error, loading, reload } = useApi<Page<EpisodeSummary>>(
+    `/api/review-queue/?page_size=100${project ? `&project=${project}` : ""}`,
+  );
+  const reviewed = me.memberships.filter((m) => m.role === "reviewer" || m.role === "manager");
   return (
     <>
-      <h1>Episodes</h1>
+      <h1>Review queue</h1>
+      <div className="form-row">
+        <label className="field">
+          Project
+          <select value={project} onChange={(e) => setProject(e.target.value)}>
+            <option value="">All my projects</option>
+            {reviewed.map((m) => (
+              <option key={m.project} value={m.project}>
+                {m.project_name}
+              </option>
+            ))}
+          </select>
+        </label>
+        <Button onClick={reload} disabled={loading}>
+          Refresh
+        </Button>
+      </div>
       <ErrorBanner error={error} />
-      {loading ? <Loading /> : null}
+      {!data ? <Loading /> : null}
       {data ? (
         <Table
+          caption={`${data.count} episode${data.count === 1 ? "" : "s"} waiting for a verdict`}
           rows={data.results}
           rowKey={(e) => e.id}
+          empty="Nothing to review: every submitted episode has a verdict."
           columns={[
-            { header: "Episode", cell: (e) => e.id },
-            { header: "Task", cell: (e) => e.task },
-            { header: "Outcome", cell: (e) => e.outcome ?? "running" },
-            { header: "Started", cell: (e) => new Date(e.started_at).toLocaleString() },
+            { header: "Episode", cell: (e) => <Link to={`episodes/${e.id}`}>Episode {e.id}</Link> },
+            { header: "Project", cell: (e) => e.project_name },
+            { header: "Instruction", cell: (e) => e.instruction },
+            { header: "Annotator", cell: (e) => e.annotator },
+            { header: "Steps", cell: (e) => e.step_count },
+            { header: "Outcome", cell: (e) => e.outcome },
+            { header: "Ended", cell: (e) => when(e.ended_at) },
           ]}
         />
       ) : null}
@@ -33,11 +58,11 @@ function EpisodeList() {
   );
 }
 
-/** The reviewer's pages. */
 export function ReviewerRoutes() {
   return (
     <Routes>
-      <Route index element={<EpisodeList />} />
+      <Route index element={<ReviewQueue />} />
+      <Route path="episodes/:episodeId" element={<EpisodeViewer backTo="/review" backLabel="Review queue" />} />
     </Routes>
   );
 }

@@ -1,0 +1,257 @@
+/**
+ * Dataset exports of a project: the form that asks for one (kind, format, filters), the list
+ * with each export's progress while it runs, its counts, and download links to its files.
+ * Engineers create exports; managers see and download them (the server enforces both).
+ */
+import { useEffect, useState } from "react";
+import { api, type Page, type Project } from "../../api";
+import { Button, ErrorBanner, Loading, useApi } from "../../ui";
+import { when } from "../manager/format";
+
+interface ExportFile {
+  name: string;
+  size: number;
+  sha256: string;
+}
+
+interface DatasetExport {
+  id: number;
+  project: number;
+  kind: "sft" | "dpo" | "ct";
+  format: "trl" | "llama_factory";
+  filters: Record<string, unknown>;
+  status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+  progress: number;
+  counts: Record<string, unknown>;
+  files?: ExportFile[];
+  error: string;
+  created_at: string;
+  finished_at: string | null;
+}
+
+const KINDS = { sft: "SFT (corrected and reflective steps)", dpo: "DPO (error-correction and post-reflection pairs)", ct: "CT (failed or abandoned trajectories)" };
+const FORMATS = { trl: "TRL / Hugging Face datasets (Parquet)", llama_factory: "LLaMA-Factory (sharegpt JSON)" };
+
+function size(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 ** 2) return `${(bytes / 1024).toFixed(1)} KB`;
+  return `${(bytes / 1024 ** 2).toFixed(1)} MB`;
+}
+
+function ExportForm({ project, onCreated }: { project: string; onCreated: () => void }) {
+  const [kind, setKind] = useState("sft");
+  const [format, setFormat] = useState("trl");
+  const [dateFrom, setDateFrom] = useState("");
+  const [dateTo, setDateTo] = useState("");
+  const [modelVersion, setModelVersion] = useState("");
+  const [reviewStatus, setReviewStatus] = useState("");
+  const [annotator, setAnnotator] = useState("");
+  const [includeAccepted, setIncludeAccepted] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const submit = async (event: React.FormEvent) => {
+    event.preventDefault();
+    setError(null);
+    const filters: Record<string, unknown> = { include_accepted: includeAccepted };
+    if (dateFrom) filters.date_from = dateFrom;
+    if (dateTo) filters.date_to = dateTo;
+    if (modelVersion) filters.model_version = modelVersion;
+    if (reviewStatus) filters.review_status = reviewStatus;
+    if (annotator) filters.annotator = annotator;
+    try {
+      await api.post("/api/exports/", { project: Number(project), kind, format, filters });
+      onCreated();
+    } catch (cause) {
+      setError(cause);
+    }
+  };
+  return (
+    <form className="card" onSubmit={submit} aria-labelledby="new-export">
+      <h2 id="new-export">New dataset export</h2>
+      <ErrorBanner error={error} onDismiss={() => setError(null)} />
+      <div className="form-row">
+        <label className="field">
+          Kind
+          <select value={kind} onChange={(e) => setKind(e.target.value)}>
+            {Object.entries(KINDS).map(([value, label]) => (
+              <option key={value} value={value}>
+                {label}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label className="field">
+          Format
+          <select value={format} onChange={(e) => setFormat(e.target.value)}>
+            {Object.entries(FORMATS).map(([value, label]) => (
+              <option key={value} value={value}>
+                {label}
+              </option>
+            ))}
+          </select>
+        </label>
+      </div>
+      <fieldset>
+        <legend>Filters (all optional)</legend>
+        <div className="form-row">
+          <label className="field">
+            From date
+            <input type="date" value={dateFrom} onChange={(e) => setDateFrom(e.target.value)} />
+          </label>
+          <label className="field">
+            To date
+            <input type="date" value={dateTo} onChange={(e) => setDateTo(e.target.value)} />
+          </label>
+          <label className="field">
+            Model version
+            <input value={modelVersion} onChange={(e) => setModelVersion(e.target.value)} />
+          </label>
+          <label className="field">
+            Review status
+            <select value={reviewStatus} onChange={(e) => setReviewStatus(e.target.value)}>
+              <option value="">Any</option>
+              <option value="accepted">Accepted</option>
+              <option value="rejected">Rejected</option>
+              <option value="unreviewed">Not reviewed</option>
+            </select>
+          </label>
+          <label className="field">
+            Annotator
+            <input value={annotator} onChange={(e) => setAnnotator(e.target.value)} />
+          </label>
+          <label>
+            <input type="checkbox" checked={includeAccepted} onChange={(e) => setIncludeAccepted(e.target.checked)} />{" "}
+            Include accepted steps (SFT)
+          </label>
+        </div>
+      </fieldset>
+      <Button type="submit" variant="primary">
+        Start export
+      </Button>
+    </form>
+  );
+}
+
+function ExportRow({ item, onChange }: { item: DatasetExport; onChange: () => void }) {
+  const [error, setError] = useState<unknown>(null);
+  const live = item.status === "queued" || item.status === "running";
+  const cancel = async () => {
+    try {
+      await api.post(`/api/exports/${item.id}/cancel/`);
+      onChange();
+    } catch (cause) {
+      setError(cause);
+    }
+  };
+  return (
+    <tr data-testid={`export-${item.id}`}>
+      <td>{item.id}</td>
+      <td>
+        {item.kind.toUpperCase()} · {item.format}
+      </td>
+      <td>
+        <code className="json">{JSON.stringify(item.filters)}</code>
+      </td>
+      <td>
+        {item.status}
+        {live ? (
+          <>
+            {" "}
+            <progress className="progress" max={1} value={item.progress} aria-label={`Export ${item.id} progress`} />{" "}
+            {Math.round(item.progress * 100)}%
+          </>
+        ) : null}
+        {item.error ? <p className="warn">{item.error}</p> : null}
+        <ErrorBanner error={error} onDismiss={() => setError(null)} />
+      </td>
+      <td>
+        {Object.entries(item.counts ?? {})
+          .filter(([, v]) => typeof v === "number")
+          .map(([k, v]) => `${k}: ${String(v)}`)
+          .join(", ") || "—"}
+      </td>
+      <td>{when(item.created_at)}</td>
+      <td>
+        {(item.files ?? []).map((f) => (
+          <div key={f.name}>
+            <a href={`/api/exports/${item.id}/download/?file=${encodeURIComponent(f.name)}`} download>
+              {f.name}
+            </a>{" "}
+            <span className="meta" title={`sha256 ${f.sha256}`}>
+              ({size(f.size)})
+            </span>
+          </div>
+        ))}
+        {live ? (
+          <Button variant="danger" onClick={cancel}>
+            Cancel
+          </Button>
+        ) : null}
+      </td>
+    </tr>
+  );
+}
+
+export function Exports() {
+  const projects = useApi<Page<Project>>("/api/projects/?page_size=200");
+  const usable = (projects.data?.results ?? []).filter((p) => ["engineer", "manager", "admin"].includes(String(p.my_role)));
+  const [chosen, setChosen] = useState("");
+  const project = chosen || (usable[0] ? String(usable[0].id) : "");
+  const list = useApi<Page<DatasetExport>>(project ? `/api/exports/?project=${project}&page_size=100` : null);
+  const anyLive = (list.data?.results ?? []).some((e) => e.status === "queued" || e.status === "running");
+  const { reload } = list;
+  useEffect(() => {
+    if (!anyLive) return;
+    const timer = window.setInterval(reload, 2000);
+    return () => window.clearInterval(timer);
+  }, [anyLive, reload]);
+  const selected = usable.find((p) => String(p.id) === project);
+  return (
+    <>
+      <div className="form-row">
+        <label className="field">
+          Project
+          <select value={project} onChange={(e) => setChosen(e.target.value)}>
+            {usable.map((p) => (
+              <option key={p.id} value={p.id}>
+                {p.name}
+              </option>
+            ))}
+          </select>
+        </label>
+      </div>
+      <ErrorBanner error={projects.error} />
+      {projects.data && usable.length === 0 ? <p className="empty">You are not an engineer or manager of any project.</p> : null}
+      {selected && (selected.my_role === "engineer" || selected.my_role === "admin") ? (
+        <ExportForm project={project} onCreated={reload} />
+      ) : null}
+      {project ? (
+        <section className="card" aria-labelledby="exports-heading">
+          <h2 id="exports-heading">Exports</h2>
+          <ErrorBanner error={list.error} />
+          {list.loading && !list.data ? <Loading /> : null}
+          {list.data && list.data.results.length === 0 ? <p className="empty">No exports of this project yet.</p> : null}
+          {list.data && list.data.results.length > 0 ? (
+            <table className="table" data-testid="exports-table">
+              <thead>
+                <tr>
+                  <th scope="col">#</th>
+                  <th scope="col">Dataset</th>
+                  <th scope="col">Filters</th>
+                  <th scope="col">Status</th>
+                  <th scope="col">Counts</th>
+                  <th scope="col">Asked</th>
+                  <th scope="col">Files</th>
+                </tr>
+              </thead>
+              <tbody>
+                {list.data.results.map((item) => (
+                  <ExportRow key={item.id} item={item} onChange={reload} />
+                ))}
+              </tbody>
+            </table>
+          ) : null}
+        </section>
+      ) : null}
+    </>
+  );
+}

@@ -1,0 +1,119 @@
+/** Charts over time: per-annotator throughput, and the acceptance rate per model version. */
+import { useState } from "react";
+import { ErrorBanner, Loading, useApi } from "../../ui";
+import { BarChart, LineChart } from "./svgCharts";
+import { percent } from "./format";
+import type { Acceptance, Throughput } from "./types";
+
+const SPANS: Record<string, { bucket: "hour" | "day"; hours: number; label: string }> = {
+  "48h": { bucket: "hour", hours: 48, label: "Last 48 hours, by hour" },
+  "14d": { bucket: "day", hours: 14 * 24, label: "Last 14 days, by day" },
+  "60d": { bucket: "day", hours: 60 * 24, label: "Last 60 days, by day" },
+};
+
+export function ProjectCharts({ projectId }: { projectId: string }) {
+  const [span, setSpan] = useState("14d");
+  const [now] = useState(() => new Date());
+  const { bucket, hours } = SPANS[span];
+  const since = new Date(now.getTime() - hours * 3600_000).toISOString();
+  const range = `bucket=${bucket}&since=${encodeURIComponent(since)}&until=${encodeURIComponent(now.toISOString())}`;
+  const throughput = useApi<Throughput>(`/api/projects/${projectId}/throughput/?${range}`);
+  const acceptance = useApi<Acceptance>(`/api/projects/${projectId}/acceptance/?${range}`);
+  return (
+    <section aria-labelledby="charts-heading">
+      <div className="range-form">
+        <h2 id="charts-heading">Throughput and acceptance</h2>
+        <label className="field">
+          Period
+          <select value={span} onChange={(e) => setSpan(e.target.value)}>
+            {Object.entries(SPANS).map(([value, s]) => (
+              <option key={value} value={value}>
+                {s.label}
+              </option>
+            ))}
+          </select>
+        </label>
+      </div>
+      <ErrorBanner error={throughput.error ?? acceptance.error} />
+      {!throughput.data || !acceptance.data ? <Loading /> : null}
+      <div className="charts">
+        {throughput.data ? (
+          <div>
+            <BarChart
+              title="Steps decided per annotator"
+              testId="throughput-chart"
+              buckets={throughput.data.buckets}
+              bucket={throughput.data.bucket}
+              series={throughput.data.annotators.map((a) => ({ name: a.annotator, values: a.points.map((p) => p.steps) }))}
+            />
+            <table className="table" data-testid="throughput-table">
+              <caption>Totals for the period</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Annotator</th>
+                  <th scope="col">Steps decided</th>
+                  <th scope="col">Episodes submitted</th>
+                </tr>
+              </thead>
+              <tbody>
+                {throughput.data.annotators.length === 0 ? (
+                  <tr>
+                    <td colSpan={3}>No steps were decided in this period.</td>
+                  </tr>
+                ) : null}
+                {throughput.data.annotators.map((a) => (
+                  <tr key={a.annotator}>
+                    <td>{a.annotator}</td>
+                    <td>{a.steps}</td>
+                    <td>{a.episodes}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        ) : null}
+        {acceptance.data ? (
+          <div>
+            <LineChart
+              title="Acceptance rate of the model's proposals, per model version"
+              testId="acceptance-chart"
+              buckets={acceptance.data.buckets}
+              bucket={acceptance.data.bucket}
+              series={acceptance.data.versions.map((v) => ({ name: v.model_version, values: v.points.map((p) => p.rate) }))}
+            />
+            <table className="table" data-testid="acceptance-table">
+              <caption>Decisions on the model&apos;s proposals for the period</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Model version</th>
+                  <th scope="col">Accepted</th>
+                  <th scope="col">Corrected</th>
+                  <th scope="col">Error kept</th>
+                  <th scope="col">Acceptance rate</th>
+                  <th scope="col">No valid proposal</th>
+                </tr>
+              </thead>
+              <tbody>
+                {acceptance.data.versions.length === 0 ? (
+                  <tr>
+                    <td colSpan={6}>No decided steps in this period.</td>
+                  </tr>
+                ) : null}
+                {acceptance.data.versions.map((v) => (
+                  <tr key={v.model_version}>
+                    <td>{v.model_version}</td>
+                    <td>{v.total.accepted}</td>
+                    <td>{v.total.corrected}</td>
+                    <td>{v.total.error_kept}</td>
+                    <td>{percent(v.total.rate)}</td>
+                    <td>{v.total.without_proposal}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        ) : null}
+      </div>
+    </section>
+  );
+}

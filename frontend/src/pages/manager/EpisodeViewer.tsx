@@ -1,0 +1,290 @@
+/**
+ * The episode viewer: replays an episode step by step — the screenshot the annotator saw, the
+ * model's proposal and the final step drawn on it, both as thought and action — with who
+ * decided, when and how long they took, reviewers' revisions, and the review form. Managers and
+ * reviewers of the project reach it; the server decides who may review.
+ */
+import { useEffect, useState } from "react";
+import { Link, useParams } from "react-router-dom";
+import { api } from "../../api";
+import { Button, ErrorBanner, Loading, useApi } from "../../ui";
+import { DECISION_LABEL, seconds, when } from "./format";
+import { LiveView } from "./LiveView";
+import type { Action, Episode, Proposal, Review, Step } from "./types";
+import "./manager.css";
+
+const PROPOSAL_COLOUR = "#b35900";
+const FINAL_COLOUR = "#1f4fb8";
+
+function proposalOf(step: Step): Proposal | null {
+  if (step.chosen_rank !== null && step.chosen_rank !== undefined) {
+    return step.proposals.find((p) => p.rank === step.chosen_rank) ?? null;
+  }
+  return step.proposals.find((p) => !p.invalid_reason) ?? step.proposals[0] ?? null;
+}
+
+function Marker({ action, colour, label, size }: { action: Action | null; colour: string; label: string; size: number }) {
+  if (!action?.point) return null;
+  const [x, y] = action.point;
+  const r = Math.max(10, size / 80);
+  return (
+    <g data-testid={`marker-${label.toLowerCase()}`}>
+      {action.end ? (
+        <line x1={x} y1={y} x2={action.end[0]} y2={action.end[1]} stroke={colour} strokeWidth={r / 3} strokeDasharray={`${r} ${r / 2}`} />
+      ) : null}
+      <circle cx={x} cy={y} r={r} fill="none" stroke="#fff" strokeWidth={r / 2.2} />
+      <circle cx={x} cy={y} r={r} fill="none" stroke={colour} strokeWidth={r / 4} />
+      <line x1={x - r * 1.6} y1={y} x2={x + r * 1.6} y2={y} stroke={colour} strokeWidth={r / 5} />
+      <line x1={x} y1={y - r * 1.6} x2={x} y2={y + r * 1.6} stroke={colour} strokeWidth={r / 5} />
+      <text x={x + r * 1.4} y={y - r * 1.2} fontSize={r * 1.5} fontWeight="bold" fill={colour} stroke="#fff" strokeWidth={r / 6} paintOrder="stroke">
+        {label}
+      </text>
+    </g>
+  );
+}
+
+function Screenshot({ step, proposal }: { step: Step; proposal: Proposal | null }) {
+  const [w, h] = step.screen_size;
+  return (
+    <figure className="shot">
+      <div className="shot-frame" style={{ aspectRatio: `${w} / ${h}` }}>
+        <img
+          src={`/api/screenshots/${step.screenshot}/`}
+          alt={`Screen before step ${step.index}`}
+          width={w}
+          height={h}
+        />
+        <svg viewBox={`0 0 ${w} ${h}`} aria-hidden="true">
+          <Marker action={proposal?.action ?? null} colour={PROPOSAL_COLOUR} label="Proposal" size={w} />
+          <Marker action={step.final_action} colour={FINAL_COLOUR} label="Final" size={w} />
+        </svg>
+      </div>
+      <figcaption>
+        <span className="swatch" style={{ background: PROPOSAL_COLOUR }} /> model&apos;s proposal{" "}
+        <span className="swatch" style={{ background: FINAL_COLOUR }} /> final action (executed) — screen {w}×{h}
+      </figcaption>
+    </figure>
+  );
+}
+
+function ActionBlock({ label, thought, text, json }: { label: string; thought: string; text: string | null; json: unknown }) {
+  return (
+    <dl className="kv">
+      <dt>Thought</dt>
+      <dd>{thought || <em>none</em>}</dd>
+      <dt>Action</dt>
+      <dd>
+        <code data-testid={`${label}-action-text`}>{text ?? "—"}</code>
+      </dd>
+      <dt>As JSON</dt>
+      <dd>
+        <pre className="json">{json ? JSON.stringify(json) : "—"}</pre>
+      </dd>
+    </dl>
+  );
+}
+
+function StepDetail({ step }: { step: Step }) {
+  const proposal = proposalOf(step);
+  return (
+    <div className="step-detail">
+      <Screenshot step={step} proposal={proposal} />
+      <div className="compare">
+        <section aria-labelledby={`proposal-${step.index}`} className="card">
+          <h3 id={`proposal-${step.index}`}>
+            <span className="swatch" style={{ background: PROPOSAL_COLOUR }} /> Model&apos;s proposal
+          </h3>
+          {proposal === null ? (
+            <p className="empty">The model proposed nothing for this step.</p>
+          ) : proposal.invalid_reason ? (
+            <p className="warn">Invalid: {proposal.invalid_reason}</p>
+          ) : (
+            <ActionBlock label="proposal" thought={proposal.thought} text={proposal.action_text} json={proposal.action} />
+          )}
+          {proposal ? (
+            <p className="meta">
+              {proposal.model_name || "model"} {proposal.model_version ? `(${proposal.model_version})` : ""} ·{" "}
+              {seconds(proposal.latency_ms)} to answer
+              {step.proposals.length > 1 ? ` · ${step.proposals.length} samples` : ""}
+            </p>
+          ) : null}
+          {proposal?.raw_text ? (
+            <details>
+              <summary>Raw model text</summary>
+              <pre className="json">{proposal.raw_text}</pre>
+            </details>
+          ) : null}
+        </section>
+        <section aria-labelledby={`final-${step.index}`} className="card">
+          <h3 id={`final-${step.index}`}>
+            <span className="swatch" style={{ background: FINAL_COLOUR }} /> Final step
+          </h3>
+          {step.decision ? (
+            <>
+              <p>
+                <span className={`badge badge-${step.decision}`} data-testid="decision">
+                  {DECISION_LABEL[step.decision]}
+                </span>{" "}
+                by <strong>{step.decided_by}</strong> on {when(step.decided_at)} in {seconds(step.decision_ms)}
+              </p>
+              <ActionBlock label="final" thought={step.final_thought} text={step.final_action_text} json={step.final_action} />
+            </>
+          ) : (
+            <p className="empty">Not decided (the episode ended here).</p>
+          )}
+          {step.revisions.map((r) => (
+            <div key={r.number} className="revision">
+              <h4>
+                Revision {r.number} by {r.author}, {when(r.created_at)} — {DECISION_LABEL[r.decision]}
+              </h4>
+              <ActionBlock label={`revision-${r.number}`} thought={r.final_thought} text={r.final_action_text} json={r.final_action} />
+              {r.note ? <p>{r.note}</p> : null}
+            </div>
+          ))}
+        </section>
+      </div>
+    </div>
+  );
+}
+
+function ReviewForm({ episode, onDone }: { episode: Episode; onDone: () => void }) {
+  const [verdict, setVerdict] = useState<"accepted" | "rejected">("accepted");
+  const [firstWrong, setFirstWrong] = useState<string>("");
+  const [comment, setComment] = useState("");
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+  const submit = async (event: React.FormEvent) => {
+    event.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      await api.post<Review>(`/api/episodes/${episode.id}/reviews/`, {
+        verdict,
+        first_wrong_step: verdict === "rejected" && firstWrong ? Number(firstWrong) : null,
+        comment,
+      });
+      onDone();
+    } catch (cause) {
+      setError(cause);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form className="card review-form" onSubmit={submit} aria-labelledby="review-heading">
+      <h2 id="review-heading">Review</h2>
+      <ErrorBanner error={error} onDismiss={() => setError(null)} />
+      <fieldset>
+        <legend>Verdict</legend>
+        <label>
+          <input type="radio" name="verdict" value="accepted" checked={verdict === "accepted"} onChange={() => setVerdict("accepted")} />{" "}
+          Accept the episode
+        </label>
+        <label>
+          <input type="radio" name="verdict" value="rejected" checked={verdict === "rejected"} onChange={() => setVerdict("rejected")} />{" "}
+          Reject it
+        </label>
+      </fieldset>
+      {verdict === "rejected" ? (
+        <label className="field">
+          First wrong step (the steps before it stay usable)
+          <select value={firstWrong} onChange={(e) => setFirstWrong(e.target.value)}>
+            <option value="">None marked: reject the whole episode</option>
+            {episode.steps.map((s) => (
+              <option key={s.index} value={s.index}>
+                Step {s.index}: {s.final_action_text ?? "undecided"}
+              </option>
+            ))}
+          </select>
+        </label>
+      ) : null}
+      <label className="field">
+        Comment
+        <textarea value={comment} onChange={(e) => setComment(e.target.value)} rows={2} />
+      </label>
+      <Button type="submit" variant={verdict === "accepted" ? "primary" : "danger"} disabled={busy}>
+        {verdict === "accepted" ? "Accept episode" : "Reject episode"}
+      </Button>
+    </form>
+  );
+}
+
+/** The episode viewer; `backTo` is where the "back" link leads (the board or the queue). */
+export function EpisodeViewer({ backTo, backLabel }: { backTo: string; backLabel: string }) {
+  const { episodeId } = useParams();
+  const { data: episode, error, reload } = useApi<Episode>(`/api/episodes/${episodeId}/`);
+  const [selected, setSelected] = useState(1);
+  useEffect(() => {
+    if (episode && !episode.steps.some((s) => s.index === selected) && episode.steps.length) {
+      setSelected(episode.steps[0].index);
+    }
+  }, [episode, selected]);
+  if (error) return <ErrorBanner error={error} />;
+  if (!episode) return <Loading />;
+  const step = episode.steps.find((s) => s.index === selected) ?? null;
+  const latest = episode.reviews[0] ?? null;
+  return (
+    <div className="episode-viewer">
+      <p>
+        <Link to={backTo}>← {backLabel}</Link>
+      </p>
+      <h1>
+        Episode {episode.id}: {episode.instruction}
+      </h1>
+      <p className="meta" data-testid="episode-meta">
+        Task {episode.task_external_id} ({episode.task_status.replace("_", " ")}) · annotator{" "}
+        <strong>{episode.annotator}</strong> · model {episode.model_version || "unknown"} · started{" "}
+        {when(episode.started_at)} · {episode.ended_at ? `${episode.outcome} ${when(episode.ended_at)}` : "running"}
+        {episode.end_reason ? ` (${episode.end_reason})` : ""}
+      </p>
+      {latest ? (
+        <p className={`verdict verdict-${latest.verdict}`} data-testid="latest-review">
+          {latest.verdict === "accepted" ? "Accepted" : "Rejected"} by {latest.reviewer} on {when(latest.created_at)}
+          {latest.first_wrong_step !== null ? ` — first wrong step ${latest.first_wrong_step}` : ""}
+          {latest.comment ? `: ${latest.comment}` : ""}
+        </p>
+      ) : null}
+      {episode.ended_at === null ? <LiveView episodeId={episode.id} /> : null}
+      <div className="viewer-body">
+        <nav aria-label="Steps" className="step-list">
+          <h2>Steps ({episode.steps.length})</h2>
+          <ol>
+            {episode.steps.map((s) => (
+              <li key={s.index}>
+                <button
+                  type="button"
+                  className={s.index === selected ? "step-button current" : "step-button"}
+                  aria-current={s.index === selected ? "step" : undefined}
+                  onClick={() => setSelected(s.index)}
+                >
+                  <span>Step {s.index}</span>
+                  <span className={`badge badge-${s.decision || "open"}`}>
+                    {s.decision ? DECISION_LABEL[s.decision] : "open"}
+                  </span>
+                  {latest?.first_wrong_step === s.index ? <span className="badge badge-wrong">first wrong</span> : null}
+                </button>
+              </li>
+            ))}
+          </ol>
+          {episode.ended_at !== null ? <ReviewForm episode={episode} onDone={reload} /> : null}
+          {episode.reviews.length > 1 ? (
+            <section>
+              <h3>Earlier reviews</h3>
+              <ul>
+                {episode.reviews.slice(1).map((r) => (
+                  <li key={r.id}>
+                    {r.verdict} by {r.reviewer}, {when(r.created_at)}
+                    {r.first_wrong_step !== null ? ` (first wrong step ${r.first_wrong_step})` : ""}
+                  </li>
+                ))}
+              </ul>
+            </section>
+          ) : null}
+        </nav>
+        <section className="step-main" aria-label={`Step ${selected}`}>
+          {step ? <StepDetail step={step} /> : <p className="empty">This episode has no steps.</p>}
+        </section>
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,67 @@
+/** A project's episodes, newest first; running ones can be watched live (view-only). */
+import { useState } from "react";
+import { Link } from "react-router-dom";
+import type { Page } from "../../api";
+import { Button, ErrorBanner, Loading, Table, useApi } from "../../ui";
+import { when } from "./format";
+import type { EpisodeSummary } from "./types";
+
+export function EpisodeList({ projectId }: { projectId: string }) {
+  const [running, setRunning] = useState(false);
+  const [page, setPage] = useState(1);
+  const { data, error, loading, reload } = useApi<Page<EpisodeSummary>>(
+    `/api/episodes/?task__project=${projectId}&page=${page}&page_size=50`,
+  );
+  const rows = (data?.results ?? []).filter((e) => !running || e.ended_at === null);
+  return (
+    <section aria-labelledby="episodes-heading">
+      <div className="form-row">
+        <h2 id="episodes-heading">Episodes {data ? `(${data.count})` : null}</h2>
+        <label>
+          <input type="checkbox" checked={running} onChange={(e) => setRunning(e.target.checked)} /> Only running episodes
+          (live)
+        </label>
+        <Button onClick={reload} disabled={loading}>
+          Refresh
+        </Button>
+      </div>
+      <ErrorBanner error={error} />
+      {!data ? <Loading /> : null}
+      {data ? (
+        <Table
+          rows={rows}
+          rowKey={(e) => e.id}
+          empty={running ? "No episode is running now." : "No episodes yet."}
+          columns={[
+            { header: "Episode", cell: (e) => <Link to={`/manage/episodes/${e.id}`}>Episode {e.id}</Link> },
+            { header: "Task", cell: (e) => e.task },
+            { header: "Annotator", cell: (e) => e.annotator },
+            { header: "Model version", cell: (e) => e.model_version || "—" },
+            { header: "Steps", cell: (e) => e.step_count },
+            { header: "Started", cell: (e) => when(e.started_at) },
+            {
+              header: "Outcome",
+              cell: (e) =>
+                e.ended_at === null ? (
+                  <Link to={`/manage/episodes/${e.id}`}>Running — watch live</Link>
+                ) : (
+                  e.outcome
+                ),
+            },
+          ]}
+        />
+      ) : null}
+      {data && (data.next || data.previous) ? (
+        <div className="form-row">
+          <Button disabled={!data.previous} onClick={() => setPage((p) => p - 1)}>
+            Previous page
+          </Button>
+          <span>Page {page}</span>
+          <Button disabled={!data.next} onClick={() => setPage((p) => p + 1)}>
+            Next page
+          </Button>
+        </div>
+      ) : null}
+    </section>
+  );
+}

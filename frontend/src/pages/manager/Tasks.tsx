@@ -1,0 +1,259 @@
+/**
+ * A project's tasks: import a task file (every bad row is listed when the server refuses it),
+ * and select tasks to assign to one of the project's annotators or to send back to the pool.
+ */
+import { useRef, useState } from "react";
+import { api, ApiError, type Page } from "../../api";
+import { Button, ErrorBanner, Loading, useApi } from "../../ui";
+import { STATUS_LABEL, when } from "./format";
+import type { MembershipRow, Task } from "./types";
+
+interface RowError {
+  row: number;
+  field: string;
+  message: string;
+}
+
+function ImportForm({ projectId, onImported }: { projectId: string; onImported: () => void }) {
+  const file = useRef<HTMLInputElement>(null);
+  const [error, setError] = useState<unknown>(null);
+  const [report, setReport] = useState<Record<string, unknown> | null>(null);
+  const [busy, setBusy] = useState(false);
+  const submit = async (event: React.FormEvent) => {
+    event.preventDefault();
+    const chosen = file.current?.files?.[0];
+    if (!chosen) return;
+    const form = new FormData();
+    form.append("file", chosen);
+    setBusy(true);
+    setError(null);
+    setReport(null);
+    try {
+      setReport(await api.post<Record<string, unknown>>(`/api/projects/${projectId}/import/`, form));
+      onImported();
+    } catch (cause) {
+      setError(cause);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const rowErrors =
+    error instanceof ApiError ? ((error.details as { errors?: RowError[] } | null)?.errors ?? null) : null;
+  return (
+    <form className="card" onSubmit={submit} aria-labelledby="import-heading">
+      <h2 id="import-heading">Import tasks</h2>
+      <p className="meta">
+        A .json or .jsonl file: an array of tasks, one task, or OSWorld task files as they are. A file is imported whole
+        or not at all.
+      </p>
+      <div className="form-row">
+        <label className="field">
+          Task file
+          <input ref={file} type="file" name="file" accept=".json,.jsonl,application/json" required />
+        </label>
+        <Button type="submit" variant="primary" disabled={busy}>
+          Import
+        </Button>
+      </div>
+      {report ? (
+        <p className="ok-banner" role="status" data-testid="import-report">
+          Imported {String(report.rows)} rows: {String(report.created)} created, {String(report.updated)} updated,{" "}
+          {String(report.unchanged)} unchanged.
+        </p>
+      ) : null}
+      {error && !rowErrors ? <ErrorBanner error={error} onDismiss={() => setError(null)} /> : null}
+      {rowErrors ? (
+        <div role="alert" className="error-banner" data-testid="import-errors">
+          <strong>{(error as ApiError).message}</strong>
+          <table className="table row-errors">
+            <caption>
+              {rowErrors.length} bad row{rowErrors.length === 1 ? "" : "s"}
+            </caption>
+            <thead>
+              <tr>
+                <th scope="col">Row</th>
+                <th scope="col">Field</th>
+                <th scope="col">Problem</th>
+              </tr>
+            </thead>
+            <tbody>
+              {rowErrors.map((e, i) => (
+                <tr key={i}>
+                  <td>{e.row}</td>
+                  <td>
+                    <code>{e.field}</code>
+                  </td>
+                  <td>{e.message}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ) : null}
+    </form>
+  );
+}
+
+export function TaskManager({ projectId }: { projectId: string }) {
+  const [status, setStatus] = useState("");
+  const [search, setSearch] = useState("");
+  const [page, setPage] = useState(1);
+  const query = `/api/tasks/?project=${projectId}&page=${page}&page_size=50${status ? `&status=${status}` : ""}${
+    search ? `&search=${encodeURIComponent(search)}` : ""
+  }`;
+  const tasks = useApi<Page<Task>>(query);
+  const members = useApi<Page<MembershipRow>>(`/api/memberships/?project=${projectId}&role=annotator&page_size=500`);
+  const [selected, setSelected] = useState<Set<number>>(new Set());
+  const [assignee, setAssignee] = useState("");
+  const [message, setMessage] = useState<string | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const rows = tasks.data?.results ?? [];
+  const toggle = (id: number) =>
+    setSelected((old) => {
+      const next = new Set(old);
+      if (next.has(id)) next.delete(id);
+      else next.add(id);
+      return next;
+    });
+  const allOnPage = rows.length > 0 && rows.every((t) => selected.has(t.id));
+  const run = async (what: "assign" | "unassign") => {
+    setError(null);
+    setMessage(null);
+    try {
+      const body = what === "assign" ? { task_ids: [...selected], assignee } : { task_ids: [...selected] };
+      const result = await api.post<Record<string, unknown>>(`/api/projects/${projectId}/${what}/`, body);
+      setMessage(
+        what === "assign"
+          ? `${String(result.assigned)} task(s) assigned to ${String(result.assignee)}.`
+          : `${String(result.unassigned)} task(s) back in the pool, ${String(result.left_alone)} left alone (already started).`,
+      );
+      setSelected(new Set());
+      tasks.reload();
+    } catch (cause) {
+      setError(cause);
+    }
+  };
+  return (
+    <>
+      <ImportForm projectId={projectId} onImported={tasks.reload} />
+      <section className="card" aria-labelledby="tasks-heading">
+        <h2 id="tasks-heading">Tasks {tasks.data ? `(${tasks.data.count})` : null}</h2>
+        <div className="form-row">
+          <label className="field">
+            Status
+            <select
+              value={status}
+              onChange={(e) => {
+                setStatus(e.target.value);
+                setPage(1);
+              }}
+            >
+              <option value="">All</option>
+              {Object.entries(STATUS_LABEL).map(([value, label]) => (
+                <option key={value} value={value}>
+                  {label}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label className="field">
+            Search
+            <input
+              type="search"
+              value={search}
+              onChange={(e) => {
+                setSearch(e.target.value);
+                setPage(1);
+              }}
+            />
+          </label>
+          <span className="grow" />
+          <label className="field">
+            Annotator
+            <select value={assignee} onChange={(e) => setAssignee(e.target.value)}>
+              <option value="">Choose an annotator…</option>
+              {(members.data?.results ?? []).map((m) => (
+                <option key={m.id} value={m.username}>
+                  {m.username}
+                </option>
+              ))}
+            </select>
+          </label>
+          <Button variant="primary" disabled={selected.size === 0 || !assignee} onClick={() => run("assign")}>
+            Assign {selected.size || ""} selected
+          </Button>
+          <Button disabled={selected.size === 0} onClick={() => run("unassign")}>
+            Unassign selected
+          </Button>
+        </div>
+        {message ? (
+          <p className="ok-banner" role="status" data-testid="assign-result">
+            {message}
+          </p>
+        ) : null}
+        <ErrorBanner error={error ?? tasks.error ?? members.error} onDismiss={() => setError(null)} />
+        {tasks.loading && !tasks.data ? <Loading /> : null}
+        {rows.length === 0 && tasks.data ? <p className="empty">No tasks match.</p> : null}
+        {rows.length > 0 ? (
+          <table className="table" data-testid="task-table">
+            <thead>
+              <tr>
+                <th scope="col" className="select-cell">
+                  <input
+                    type="checkbox"
+                    aria-label="Select every task on this page"
+                    checked={allOnPage}
+                    onChange={() =>
+                      setSelected((old) => {
+                        const next = new Set(old);
+                        rows.forEach((t) => (allOnPage ? next.delete(t.id) : next.add(t.id)));
+                        return next;
+                      })
+                    }
+                  />
+                </th>
+                <th scope="col">Task</th>
+                <th scope="col">Instruction</th>
+                <th scope="col">Status</th>
+                <th scope="col">Assignee</th>
+                <th scope="col">Priority</th>
+                <th scope="col">Updated</th>
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((t) => (
+                <tr key={t.id}>
+                  <td className="select-cell">
+                    <input
+                      type="checkbox"
+                      aria-label={`Select task ${t.external_id}`}
+                      checked={selected.has(t.id)}
+                      onChange={() => toggle(t.id)}
+                    />
+                  </td>
+                  <td>{t.external_id}</td>
+                  <td>{t.instruction}</td>
+                  <td>{STATUS_LABEL[t.status]}</td>
+                  <td>{t.assignee ?? "—"}</td>
+                  <td>{t.priority}</td>
+                  <td>{when(t.updated_at)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        ) : null}
+        {tasks.data && (tasks.data.next || tasks.data.previous) ? (
+          <div className="form-row">
+            <Button disabled={!tasks.data.previous} onClick={() => setPage((p) => p - 1)}>
+              Previous page
+            </Button>
+            <span>Page {page}</span>
+            <Button disabled={!tasks.data.next} onClick={() => setPage((p) => p + 1)}>
+              Next page
+            </Button>
+          </div>
+        ) : null}
+      </section>
+    </>
+  );
+}

@@ -1,0 +1,38 @@
+/** How the manager pages write times, durations and labels. */
+
+export function when(iso: string | null | undefined): string {
+  if (!iso) return "—";
+  return new Date(iso).toLocaleString(undefined, {
+    year: "numeric",
+    month: "short",
+    day: "numeric",
+    hour: "2-digit",
+    minute: "2-digit",
+  });
+}
+
+export function seconds(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined) return "—";
+  return `${(ms / 1000).toFixed(1)} s`;
+}
+
+export function percent(rate: number | null | undefined): string {
+  if (rate === null || rate === undefined) return "—";
+  return `${Math.round(rate * 100)}%`;
+}
+
+export const STATUS_LABEL: Record<string, string> = {
+  queued: "Queued",
+  assigned: "Assigned",
+  in_progress: "In progress",
+  submitted: "Submitted",
+  reviewed: "Reviewed",
+  rejected: "Rejected",
+};
+
+export const DECISION_LABEL: Record<string, string> = {
+  accepted: "Accepted",
+  corrected: "Corrected",
+  error_kept: "Error kept",
+  without_proposal: "No valid proposal",
+};
