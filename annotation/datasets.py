@@ -199,6 +199,11 @@ def iter_samples(
             yield record
 
 
+def count_episodes(filters: Filters, kind: str) -> int:
+    """How many episodes ``iter_samples`` reads for these filters: the measure of its progress."""
+    return _episodes(filters, kind).count()
+
+
 def _episodes(filters: Filters, kind: str) -> QuerySet[Episode]:
     latest = Review.objects.filter(episode=OuterRef("pk")).order_by("-created_at", "-id")
     episodes = (

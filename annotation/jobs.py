@@ -2,7 +2,7 @@
 
 ``return_lapsed_leases`` runs on ``default`` (beat). The live loop's jobs run where their work
 is: ``prepare_episode`` and ``execute_step`` on the queue of the host that owns the episode's
-desktop, ``propose_step`` on ``model``.
+desktop, ``propose_step`` on ``model``. ``build_export`` runs on ``exports``.
 """
 
 import asyncio
@@ -14,7 +14,7 @@ from celery import shared_task
 from django.conf import settings
 from django.core.files.storage import default_storage
 
-from annotation import episodes, queue
+from annotation import episodes, exports, queue
 from annotation.models import Step
 from backend.notifications import send_now
 from model_serving.proposers.base import (
@@ -41,6 +41,22 @@ def prepare_episode(episode_id: int) -> None:
 @shared_task(name="annotation.jobs.execute_step", acks_late=True)
 def execute_step(step_id: int) -> None:
     episodes.execute_step(step_id)
+
+
+@shared_task(
+    name="annotation.jobs.build_export",
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=None,
+)
+def build_export(self: Any, export_id: int) -> None:
+    """Build and publish a dataset export (``annotation.exports``). Delivered again when its
+    worker dies; while another attempt is alive, it waits for that one instead."""
+    try:
+        exports.build_export(export_id)
+    except exports.AttemptAlive as alive:
+        raise self.retry(countdown=alive.seconds) from None
 
 
 @lru_cache(maxsize=16)

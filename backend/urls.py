@@ -14,6 +14,7 @@ from annotation.api import (
     ScreenshotView,
     TaskViewSet,
 )
+from annotation.api_exports import ExportViewSet
 from annotation.api_stats import (
     AcceptanceView,
     ProgressBoardView,
@@ -29,6 +30,7 @@ router.register("projects", ProjectViewSet, basename="project")
 router.register("memberships", MembershipViewSet, basename="membership")
 router.register("tasks", TaskViewSet, basename="task")
 router.register("episodes", EpisodeViewSet, basename="episode")
+router.register("exports", ExportViewSet, basename="export")
 router.register("tokens", AccessTokenViewSet, basename="token")
 router.register("desktops", DesktopViewSet, basename="desktop")
 

@@ -9,15 +9,16 @@ Layout of ``out_dir``:
 - ``manifest.json``: schema version, kind, format, coordinate style, the filters given, counts
   and the sha256 of the two files above.
 
-A sample follows UI-TARS-1.5's messages (``model_serving.uitars``): the system prompt; a human
-turn with the prompt; for each earlier step a human turn, holding ``<image>`` when that step's
-screenshot is among the last ``IMAGE_WINDOW`` ones, and a gpt turn with the step's final
-``Thought: …\\nAction: …``; then a human turn with ``<image>`` for oτ. Sharegpt needs human and
-gpt turns to alternate, so the prompt shares the first human turn (the prompt, then the first
-image), and an earlier step whose screenshot is no longer sent has an empty human turn where
-UI-TARS would send no turn at all. SFT samples end with the gpt turn of the completion; DPO
-samples end with the human turn of oτ and carry ``chosen`` and ``rejected`` gpt turns. Actions
-are written in the model's coordinate convention with box tokens, as the model writes them.
+A sample follows UI-TARS-1.5's messages (``annotation.dataset_formats.conversation``): the
+system prompt; a human turn with the prompt; for each earlier step a human turn, holding
+``<image>`` when that step's screenshot is among the last ``IMAGE_WINDOW`` ones, and a gpt turn
+with the step's final ``Thought: …\\nAction: …``; then a human turn with ``<image>`` for oτ.
+Sharegpt needs human and gpt turns to alternate, so the prompt shares the first human turn (the
+prompt, then the first image), and an earlier step whose screenshot is no longer sent has an
+empty human turn where UI-TARS would send no turn at all. SFT samples end with the gpt turn of
+the completion; DPO samples end with the human turn of oτ and carry ``chosen`` and
+``rejected`` gpt turns. Actions are written in the model's coordinate convention with box
+tokens, as the model writes them.
 
 Every ``<image>`` tag has one entry in ``images``, in order: the context's screenshots, oτ last,
 each given by ``image_path(sha256)`` (screenshots are stored once, content-addressed; this
@@ -37,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from annotation.dataset_formats.conversation import answer_text, prompt_turns
 from annotation.datasets import (
     Context,
     ErrorCorrectionPair,
@@ -45,8 +47,8 @@ from annotation.datasets import (
     SftSample,
     StepTarget,
 )
-from model_serving.uitars import SYSTEM_PROMPT, CoordinateStyle, assistant_text, prompt_text
-from vm_pool.actions import Action, ScreenSize
+from model_serving.uitars import SYSTEM_PROMPT, CoordinateStyle
+from vm_pool.actions import ScreenSize
 
 SCHEMA_VERSION = 1
 FORMAT = "llama_factory_sharegpt"
@@ -78,33 +80,24 @@ def _text(text: str) -> str:
 
 
 def _gpt_text(target: StepTarget, screen: ScreenSize, style: str) -> str:
-    action = Action.from_json(target.action_json)
-    return _text(assistant_text(target.thought, action, screen, style))
+    return _text(answer_text(target, screen, style))
 
 
 def _prompt(context: Context, style: str) -> list[dict[str, str]]:
-    """The conversation up to and including the human turn of oτ."""
-    images = len(context.screenshots)
-    if images < 1 or len(context.screen_sizes) != images:
-        raise ValueError("a context needs its screenshots, oτ last, each with its screen size")
-    history = context.history
-    first_with_image = len(history) - (images - 1)
-    if first_with_image < 0:
-        raise ValueError("a context has more screenshots than observations")
-    for turn, sha in zip(history[first_with_image:], context.screenshots[:-1], strict=True):
-        if turn.screenshot != sha:
-            raise ValueError(f"step {turn.step_index}'s screenshot is not the context's {sha}")
-    conversation: list[dict[str, str]] = []
-    human = _text(prompt_text(context.instruction, context.platform))
-    for index, turn in enumerate(history):
-        if index >= first_with_image:
-            human += IMAGE_TAG
-        conversation.append(_turn(USER_TAG, human))
-        target = StepTarget(turn.thought, turn.action_json, turn.action_text)
-        conversation.append(_turn(ASSISTANT_TAG, _gpt_text(target, turn.screen, style)))
-        human = ""
-    conversation.append(_turn(USER_TAG, human + IMAGE_TAG))
-    return conversation
+    """The conversation up to and including the human turn of oτ: UI-TARS's turns
+    (``conversation.prompt_turns``) folded into alternating human and gpt turns, each
+    screenshot an ``<image>`` tag in the human turn it belongs to."""
+    sharegpt: list[dict[str, str]] = []
+    human = ""
+    for turn in prompt_turns(context, style):
+        if turn.role == "assistant":
+            sharegpt.append(_turn(USER_TAG, human))
+            sharegpt.append(_turn(ASSISTANT_TAG, _text(turn.text)))
+            human = ""
+        elif turn.role == "user":
+            human += IMAGE_TAG if turn.screenshot is not None else _text(turn.text)
+    sharegpt.append(_turn(USER_TAG, human))
+    return sharegpt
 
 
 def sample_for(
