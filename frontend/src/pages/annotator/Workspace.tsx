@@ -1,7 +1,353 @@
-import { useParams } from "react-router-dom";
+/**
+ * The annotator's workspace for one episode: the task, the live desktop with the model's
+ * proposal drawn on it, the decision (approve, correct, keep the error and reflect, finish,
+ * call the user, abandon), and the trajectory so far. Everything frequent has a key.
+ */
+import { useCallback, useEffect, useRef, useState } from "react";
+import { Link, useParams } from "react-router-dom";
+import { Button, ErrorBanner, Loading } from "../../ui";
+import { actionOf, describe, draftOf } from "./actions";
+import type { Point } from "./coords";
+import { CorrectionEditor, type EditorState } from "./CorrectionEditor";
+import { DesktopView, type StreamState } from "./DesktopView";
+import { isReflection, openStepOf, phaseOf, type Phase, type StepView } from "./episode";
+import { useEpisodeSocket } from "./socket";
+import { Trajectory } from "./Trajectory";
+import type { Action, ActionType, DecideMessage, Proposal } from "./types";
+import "./workspace.css";
 
-/** The live workspace of one episode. */
+const PHASE_LABEL: Record<Phase, string> = {
+  connecting: "Connecting…",
+  preparing: "Preparing the desktop",
+  thinking: "Model thinking",
+  deciding: "Your decision",
+  model_unavailable: "Model unavailable — write the step yourself",
+  executing: "Executing",
+  desktop_failed: "Desktop failed",
+  ended: "Episode ended",
+};
+
+const SHORTCUTS: [string, string][] = [
+  ["Enter", "approve the proposal"],
+  ["C", "correct it (or click on the desktop)"],
+  ["K", "keep the error & reflect"],
+  ["F", "finish the task"],
+  ["U", "call the user"],
+  ["Ctrl+Enter", "submit your step"],
+  ["Esc", "cancel your step"],
+];
+
+function isTyping(target: EventTarget | null): boolean {
+  return target instanceof HTMLElement && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName));
+}
+
+function bestProposal(step: StepView | null): Proposal | null {
+  return step?.proposals.find((p) => p.action !== null) ?? step?.proposals[0] ?? null;
+}
+
 export function Workspace() {
-  const { episodeId } = useParams();
-  return <h1>Episode {episodeId}</h1>;
+  const episodeId = Number(useParams().episodeId);
+  const { view, connection, pending, decide, abandon } = useEpisodeSocket(episodeId);
+  const [editor, setEditor] = useState<EditorState | null>(null);
+  const [streamState, setStreamState] = useState<StreamState>("connecting");
+  const autoOpened = useRef<number | null>(null);
+
+  const phase = phaseOf(view);
+  const open = openStepOf(view);
+  const last = view.steps[view.steps.length - 1] ?? null;
+  const proposal = bestProposal(open);
+  const valid = proposal?.action ? proposal : null;
+  const reflection = open ? isReflection(view, open.step) : false;
+  const busy = pending !== null;
+  const canDecide = open !== null && !busy && (phase === "deciding" || phase === "model_unavailable");
+
+  // A new open step starts with no editor; a reflection or a step the model could not
+  // propose opens the editor by itself, once.
+  useEffect(() => {
+    setEditor(null);
+  }, [open?.step]);
+  useEffect(() => {
+    if (!open || autoOpened.current === open.step) return;
+    if (phase === "model_unavailable" || (phase === "deciding" && reflection)) {
+      autoOpened.current = open.step;
+      setEditor({ draft: draftOf(valid?.action ?? null), thought: "", pickEnd: false });
+    }
+  }, [open, phase, reflection, valid]);
+
+  const send = useCallback(
+    (decision: DecideMessage["decision"], extra: Partial<DecideMessage>) => {
+      if (!open) return;
+      const started = open.proposedAt ?? Date.now();
+      decide({
+        type: "decide",
+        step: open.step,
+        decision,
+        decision_ms: Math.max(0, Date.now() - started),
+        ...extra,
+      });
+    },
+    [decide, open],
+  );
+
+  const approve = useCallback(() => {
+    if (canDecide && valid) send("accepted", { proposal: valid.rank });
+  }, [canDecide, valid, send]);
+
+  const keepError = useCallback(() => {
+    if (canDecide && valid && valid.action && !["finished", "call_user"].includes(valid.action.type)) {
+      send("error_kept", { proposal: valid.rank });
+    }
+  }, [canDecide, valid, send]);
+
+  const startEditor = useCallback(
+    (type?: ActionType, point?: Point) => {
+      if (!canDecide) return;
+      const draft = draftOf(type && type !== valid?.action?.type ? { type } : valid?.action);
+      if (point) draft.point = [point.x, point.y];
+      const thought = reflection ? "" : (valid?.thought ?? "");
+      setEditor({ draft, thought, pickEnd: false });
+    },
+    [canDecide, valid, reflection],
+  );
+
+  const submitEditor = useCallback(() => {
+    if (!editor || !canDecide) return;
+    const action = actionOf(editor.draft);
+    if (typeof action === "string") return;
+    send("corrected", {
+      thought: editor.thought,
+      action,
+      ...(proposal ? { proposal: proposal.rank } : {}),
+    });
+  }, [editor, canDecide, send, proposal]);
+
+  const pick = useCallback(
+    (pixel: Point) => {
+      if (!canDecide) return;
+      if (!editor) {
+        startEditor(valid?.action?.type === "drag" || valid?.action?.type === "scroll" ? valid.action.type : "click", pixel);
+        return;
+      }
+      const at: [number, number] = [pixel.x, pixel.y];
+      const needsTwo = editor.draft.type === "drag";
+      if (needsTwo && editor.pickEnd) {
+        setEditor({ ...editor, draft: { ...editor.draft, end: at }, pickEnd: false });
+      } else {
+        setEditor({ ...editor, draft: { ...editor.draft, point: at, end: needsTwo ? null : editor.draft.end }, pickEnd: needsTwo });
+      }
+    },
+    [canDecide, editor, startEditor, valid],
+  );
+
+  const confirmAbandon = useCallback(() => {
+    if (window.confirm("Abandon this episode? The task goes back to the queue.")) abandon();
+  }, [abandon]);
+
+  useEffect(() => {
+    function onKey(event: KeyboardEvent) {
+      if (editor) {
+        if (event.key === "Escape") {
+          event.preventDefault();
+          setEditor(null);
+        } else if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+          event.preventDefault();
+          submitEditor();
+        }
+        return;
+      }
+      if (isTyping(event.target) || event.altKey || event.ctrlKey || event.metaKey) return;
+      if (event.key === "Enter") {
+        if (event.target instanceof HTMLButtonElement || event.target instanceof HTMLAnchorElement) return;
+        event.preventDefault();
+        approve();
+        return;
+      }
+      const key = event.key.toLowerCase();
+      if (key === "c") startEditor();
+      else if (key === "k") keepError();
+      else if (key === "f") startEditor("finished");
+      else if (key === "u") startEditor("call_user");
+      else return;
+      event.preventDefault();
+    }
+    window.addEventListener("keydown", onKey);
+    return () => window.removeEventListener("keydown", onKey);
+  }, [editor, submitEditor, approve, startEditor, keepError]);
+
+  if (!Number.isFinite(episodeId)) return <ErrorBanner error="There is no such episode." />;
+
+  const screen = last ? { width: last.screen[0], height: last.screen[1] } : null;
+  const draftAction = editor ? actionOf(editor.draft) : null;
+  const shown: Action | null = editor
+    ? typeof draftAction === "string"
+      ? null
+      : draftAction
+    : phase === "deciding"
+      ? (valid?.action ?? null)
+      : null;
+  const streamed = open ? Object.values(open.streaming).join("\n—\n") : "";
+
+  return (
+    <div className="workspace" data-phase={phase}>
+      <section className="task-bar" aria-label="Task">
+        <div className="instruction">
+          <span className="label">Task</span> {view.task?.instruction ?? "…"}
+        </div>
+        <div className="task-meta">
+          <span>
+            Step {last?.step ?? 0} / {view.task?.max_steps ?? "?"}
+          </span>
+          <span className={`phase phase-${phase}`} role="status" aria-live="polite" data-testid="phase">
+            {PHASE_LABEL[phase]}
+            {phase === "thinking" || phase === "executing" || phase === "preparing" ? <span className="spinner" aria-hidden="true" /> : null}
+          </span>
+          {connection !== "open" && connection !== "closed" ? (
+            <span className="connection" role="status">
+              {connection === "connecting" ? "connecting…" : "connection lost: reconnecting…"}
+            </span>
+          ) : null}
+        </div>
+      </section>
+
+      <Trajectory steps={view.steps} current={open?.step ?? null} />
+
+      <section className="desktop-column" aria-label="Desktop">
+        {view.episode === null ? (
+          <Loading label="Connecting to the episode…" />
+        ) : (
+          <DesktopView
+            episode={episodeId}
+            streaming={!view.ended}
+            screen={screen}
+            screenshotUrl={last ? `/api/screenshots/${last.screenshot}/` : null}
+            action={shown}
+            actionKind={editor ? "draft" : "proposal"}
+            picking={canDecide}
+            onPick={pick}
+            onStreamState={setStreamState}
+          />
+        )}
+        <p className="desktop-legend">
+          {canDecide ? "Click on the desktop to correct the step at that point." : " "}
+          <span className="stream-state" data-testid="stream-state">
+            stream: {streamState}
+          </span>
+        </p>
+      </section>
+
+      <aside className="decision-panel" aria-label="Decision">
+        <ErrorBanner error={view.error ? `${view.error.message}` : null} />
+        {phase === "connecting" ? <Loading label="Loading the episode…" /> : null}
+        {phase === "preparing" ? <Loading label="Preparing the desktop: running the task's setup…" /> : null}
+        {phase === "thinking" ? (
+          <div className="thinking">
+            <Loading label="The model is thinking…" />
+            {streamed ? <pre className="streamed" data-testid="streamed">{streamed}</pre> : null}
+          </div>
+        ) : null}
+        {phase === "executing" ? <Loading label="Executing the step and waiting for the screen to settle…" /> : null}
+        {phase === "desktop_failed" ? (
+          <div className="alert" role="alert">
+            <strong>The desktop failed:</strong> {view.desktopFailed}. Nothing you decided is lost; abandon
+            the episode to give the task back.
+          </div>
+        ) : null}
+        {phase === "model_unavailable" && open ? (
+          <div className="alert" role="alert">
+            <strong>The model is unavailable</strong> ({open.modelUnavailable}). Write this step yourself.
+          </div>
+        ) : null}
+        {phase === "ended" ? (
+          <div className="ended" role="status">
+            <h2>Episode ended: {view.outcome?.replace("_", " ")}</h2>
+            {view.endReason ? <p>{view.endReason}</p> : null}
+            <Link to="/annotate" className="btn btn-primary">
+              Back to your queue
+            </Link>
+          </div>
+        ) : null}
+
+        {open && phase === "deciding" && proposal ? (
+          <section className="proposal" aria-label="The model's proposal" data-testid="proposal">
+            {reflection ? (
+              <p className="reflection-note">
+                <strong>Reflection step.</strong> The last action was kept as an error: write the step that
+                notices and recovers from it.
+              </p>
+            ) : null}
+            <h2>Model proposes</h2>
+            <p className="thought" data-testid="proposal-thought">{proposal.thought || <em>(no thought)</em>}</p>
+            <p className="action-line">
+              <span className="label">Action</span>{" "}
+              <code data-testid="proposal-action">{proposal.action ? describe(proposal.action) : "invalid"}</code>
+            </p>
+            {proposal.invalid_reason ? (
+              <p className="invalid" role="alert">
+                Invalid proposal: {proposal.invalid_reason}. Correct it.
+              </p>
+            ) : null}
+            <p className="model-name">
+              {proposal.model_name} {proposal.model_version}
+              {proposal.latency_ms !== null ? ` · ${(proposal.latency_ms / 1000).toFixed(1)} s` : ""}
+            </p>
+          </section>
+        ) : null}
+
+        {editor && open ? (
+          <CorrectionEditor
+            editor={editor}
+            onChange={setEditor}
+            onSubmit={submitEditor}
+            onCancel={() => setEditor(null)}
+            busy={busy}
+            title={reflection ? "Your reflective step" : phase === "model_unavailable" ? "Your step" : "Your correction"}
+          />
+        ) : null}
+
+        {open && !editor && (phase === "deciding" || phase === "model_unavailable") ? (
+          <div className="decision-buttons">
+            <Button variant="primary" onClick={approve} disabled={!canDecide || !valid} shortcut="Enter">
+              Approve
+            </Button>
+            <Button onClick={() => startEditor()} disabled={!canDecide} shortcut="C">
+              Correct
+            </Button>
+            <Button
+              onClick={keepError}
+              disabled={!canDecide || !valid || ["finished", "call_user"].includes(valid.action?.type ?? "")}
+              shortcut="K"
+            >
+              Keep error &amp; reflect
+            </Button>
+            <Button onClick={() => startEditor("finished")} disabled={!canDecide} shortcut="F">
+              Finish
+            </Button>
+            <Button onClick={() => startEditor("call_user")} disabled={!canDecide} shortcut="U">
+              Call user
+            </Button>
+          </div>
+        ) : null}
+        {busy ? <p className="pending" role="status">Sending your decision for step {pending?.step}…</p> : null}
+        {!view.ended && view.episode !== null ? (
+          <Button variant="danger" className="abandon" onClick={confirmAbandon}>
+            Abandon episode
+          </Button>
+        ) : null}
+
+        <details className="shortcuts" open>
+          <summary>Keyboard shortcuts</summary>
+          <dl>
+            {SHORTCUTS.map(([key, what]) => (
+              <div key={key}>
+                <dt>
+                  <kbd>{key}</kbd>
+                </dt>
+                <dd>{what}</dd>
+              </div>
+            ))}
+          </dl>
+        </details>
+      </aside>
+    </div>
+  );
 }

@@ -1,0 +1,83 @@
+/**
+ * An action drawn on the desktop: a marker where it clicks, an arrow for a drag, a chevron for
+ * a scroll, a caption for text and keys. Drawn in screen pixels (the SVG's viewBox is the
+ * screen), so it sits on the desktop at any scale.
+ */
+import type { Box, Size } from "./coords";
+import { describe } from "./actions";
+import type { Action } from "./types";
+
+const ARROW: Record<string, [number, number]> = { up: [0, -1], down: [0, 1], left: [-1, 0], right: [1, 0] };
+
+export function ActionOverlay({
+  action,
+  screen,
+  box,
+  kind,
+}: {
+  action: Action;
+  screen: Size;
+  box: Box;
+  kind: "proposal" | "draft";
+}) {
+  // Sizes in screen pixels that stay about the same on the page whatever the scale.
+  const unit = screen.width / Math.max(box.width, 1);
+  const r = 14 * unit;
+  const colour = kind === "proposal" ? "#ff3b7f" : "#19c37d";
+  const stroke = { stroke: colour, strokeWidth: 3 * unit, fill: "none" };
+  const [x, y] = action.point ? [action.point[0] + 0.5, action.point[1] + 0.5] : [screen.width / 2, screen.height / 2];
+  const caption = describe(action);
+  const showCaption = ["type", "hotkey", "wait", "finished", "call_user", "scroll", "drag", "open_app"].includes(action.type) || !action.point;
+  return (
+    <svg
+      className="action-overlay"
+      style={{ left: box.left, top: box.top, width: box.width, height: box.height }}
+      viewBox={`0 0 ${screen.width} ${screen.height}`}
+      preserveAspectRatio="none"
+      aria-label={`${kind === "proposal" ? "Proposed" : "Your"} action: ${caption}`}
+      role="img"
+      data-testid={`overlay-${kind}`}
+    >
+      <defs>
+        <marker id={`head-${kind}`} viewBox="0 0 10 10" refX="8" refY="5" markerWidth="5" markerHeight="5" orient="auto">
+          <path d="M0,0 L10,5 L0,10 z" fill={colour} />
+        </marker>
+      </defs>
+      {action.point ? (
+        <g>
+          <circle cx={x} cy={y} r={r} {...stroke} />
+          <circle cx={x} cy={y} r={2.5 * unit} fill={colour} />
+          {action.type === "left_double" ? <circle cx={x} cy={y} r={r * 1.5} {...stroke} /> : null}
+          {action.type === "right_single" ? <rect x={x - r * 1.4} y={y - r * 1.4} width={r * 2.8} height={r * 2.8} {...stroke} /> : null}
+        </g>
+      ) : null}
+      {action.type === "drag" && action.point && action.end ? (
+        <line x1={x} y1={y} x2={action.end[0] + 0.5} y2={action.end[1] + 0.5} {...stroke} markerEnd={`url(#head-${kind})`} />
+      ) : null}
+      {action.type === "scroll" && action.point ? (
+        <line
+          x1={x}
+          y1={y}
+          x2={x + ARROW[action.direction ?? "down"][0] * r * 4}
+          y2={y + ARROW[action.direction ?? "down"][1] * r * 4}
+          {...stroke}
+          markerEnd={`url(#head-${kind})`}
+        />
+      ) : null}
+      {showCaption ? (
+        <text
+          x={action.point ? x + r * 1.6 : 20 * unit}
+          y={action.point ? y - r * 1.2 : 40 * unit}
+          fontSize={18 * unit}
+          fill="#fff"
+          stroke="#000"
+          strokeWidth={4 * unit}
+          paintOrder="stroke"
+          fontFamily="system-ui, sans-serif"
+        >
+          {caption}
+        </text>
+      ) : null}
+    </svg>
+  );
+}

@@ -1,0 +1,116 @@
+/** The annotator's own step: the action type, its point(s) picked on the desktop, its text or
+ * keys, and the thought. */
+import { useEffect, useRef } from "react";
+import { Button } from "../../ui";
+import { DESKTOP_ACTIONS, DIRECTIONS, actionOf, kindOf, type Draft } from "./actions";
+import type { ActionType, Direction } from "./types";
+
+export interface EditorState {
+  draft: Draft;
+  thought: string;
+  /** The next click on the desktop sets the drag's end, not its start. */
+  pickEnd: boolean;
+}
+
+export function CorrectionEditor({
+  editor,
+  onChange,
+  onSubmit,
+  onCancel,
+  busy,
+  title,
+}: {
+  editor: EditorState;
+  onChange: (next: EditorState) => void;
+  onSubmit: () => void;
+  onCancel: () => void;
+  busy: boolean;
+  title: string;
+}) {
+  const { draft, thought } = editor;
+  const kind = kindOf(draft.type);
+  const result = actionOf(draft);
+  const thoughtRef = useRef<HTMLTextAreaElement>(null);
+  useEffect(() => thoughtRef.current?.focus(), []);
+
+  const setDraft = (change: Partial<Draft>) => onChange({ ...editor, draft: { ...draft, ...change } });
+
+  return (
+    <form
+      className="editor"
+      aria-label={title}
+      onSubmit={(event) => {
+        event.preventDefault();
+        if (typeof result !== "string") onSubmit();
+      }}
+    >
+      <h3>{title}</h3>
+      <label htmlFor="editor-type">Action</label>
+      <select
+        id="editor-type"
+        value={draft.type}
+        onChange={(e) => onChange({ ...editor, pickEnd: false, draft: { ...draft, type: e.target.value as ActionType } })}
+      >
+        {DESKTOP_ACTIONS.map((k) => (
+          <option key={k.type} value={k.type}>
+            {k.label}
+          </option>
+        ))}
+      </select>
+      {kind.points > 0 ? (
+        <p className="editor-points" aria-live="polite">
+          {kind.points === 2 ? "From " : "At "}
+          <output data-testid="editor-point">{draft.point ? `(${draft.point[0]}, ${draft.point[1]})` : "—"}</output>
+          {kind.points === 2 ? (
+            <>
+              {" to "}
+              <output data-testid="editor-end">{draft.end ? `(${draft.end[0]}, ${draft.end[1]})` : "—"}</output>
+            </>
+          ) : null}
+          <span className="hint"> · click on the desktop{kind.points === 2 ? " twice: start, then end" : ""}</span>
+        </p>
+      ) : null}
+      {kind.direction ? (
+        <>
+          <label htmlFor="editor-direction">Direction</label>
+          <select id="editor-direction" value={draft.direction} onChange={(e) => setDraft({ direction: e.target.value as Direction })}>
+            {DIRECTIONS.map((d) => (
+              <option key={d} value={d}>
+                {d}
+              </option>
+            ))}
+          </select>
+        </>
+      ) : null}
+      {kind.content ? (
+        <>
+          <label htmlFor="editor-content">{kind.content === "text" ? "Text to type (end with a new line to submit)" : "Answer (may be empty)"}</label>
+          <textarea id="editor-content" rows={2} value={draft.content} onChange={(e) => setDraft({ content: e.target.value })} />
+        </>
+      ) : null}
+      {kind.keys ? (
+        <>
+          <label htmlFor="editor-keys">Keys (e.g. ctrl s, alt f4, enter)</label>
+          <input id="editor-keys" value={draft.keys} onChange={(e) => setDraft({ keys: e.target.value })} autoComplete="off" />
+        </>
+      ) : null}
+      <label htmlFor="editor-thought">Thought</label>
+      <textarea
+        id="editor-thought"
+        ref={thoughtRef}
+        rows={3}
+        value={thought}
+        onChange={(e) => onChange({ ...editor, thought: e.target.value })}
+      />
+      {typeof result === "string" ? <p className="hint" role="status">{result}</p> : null}
+      <div className="row">
+        <Button type="submit" variant="primary" disabled={busy || typeof result === "string"} shortcut="Ctrl+Enter">
+          Submit step
+        </Button>
+        <Button onClick={onCancel} shortcut="Esc">
+          Cancel
+        </Button>
+      </div>
+    </form>
+  );
+}

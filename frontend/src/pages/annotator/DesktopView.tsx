@@ -1,0 +1,170 @@
+/**
+ * The live desktop: the noVNC client (view-only: the annotator's input reaches the desktop
+ * only as decided actions) with the step's action drawn over it, and clicks on it turned into
+ * screen pixels for corrections. Until the stream shows frames, the step's observation is shown.
+ */
+import RFB from "@novnc/novnc";
+import { useCallback, useEffect, useLayoutEffect, useRef, useState, type MouseEvent } from "react";
+import { api } from "../../api";
+import { clientToScreen, fitContain, isOnScreen, type Box, type Point, type Size } from "./coords";
+import { ActionOverlay } from "./ActionOverlay";
+import type { Action } from "./types";
+
+interface Stream {
+  url: string;
+  password: string;
+  view_only: boolean;
+}
+
+export type StreamState = "connecting" | "live" | "lost" | "off";
+
+const RETRY_MS = [1000, 2000, 4000, 8000];
+
+function useDesktopStream(episode: number, enabled: boolean, target: HTMLDivElement | null) {
+  const [state, setState] = useState<StreamState>("connecting");
+  const [error, setError] = useState<string | null>(null);
+
+  useEffect(() => {
+    if (!enabled || target === null) {
+      setState("off");
+      return;
+    }
+    let rfb: RFB | null = null;
+    let disposed = false;
+    let attempt = 0;
+    let timer: number | undefined;
+
+    async function connect() {
+      setState(attempt === 0 ? "connecting" : "lost");
+      let stream: Stream;
+      try {
+        stream = await api.post<Stream>(`/api/episodes/${episode}/stream/`);
+      } catch (cause) {
+        if (disposed) return;
+        setError(cause instanceof Error ? cause.message : String(cause));
+        setState("lost");
+        timer = window.setTimeout(connect, RETRY_MS[Math.min(attempt++, RETRY_MS.length - 1)]);
+        return;
+      }
+      if (disposed || target === null) return;
+      rfb = new RFB(target, stream.url, { credentials: { password: stream.password }, shared: true });
+      rfb.viewOnly = true;
+      rfb.scaleViewport = true;
+      rfb.focusOnClick = false;
+      rfb.background = "#11151c";
+      rfb.addEventListener("connect", () => {
+        attempt = 0;
+        setError(null);
+        setState("live");
+      });
+      rfb.addEventListener("disconnect", () => {
+        rfb = null;
+        if (disposed) return;
+        setState("lost");
+        timer = window.setTimeout(connect, RETRY_MS[Math.min(attempt++, RETRY_MS.length - 1)]);
+      });
+    }
+
+    connect();
+    return () => {
+      disposed = true;
+      window.clearTimeout(timer);
+      rfb?.disconnect();
+    };
+  }, [episode, enabled, target]);
+
+  return { state, error };
+}
+
+export interface DesktopViewProps {
+  episode: number;
+  streaming: boolean;
+  screen: Size | null;
+  screenshotUrl: string | null;
+  /** The action to draw: the proposal, or the correction being edited. */
+  action: Action | null;
+  actionKind: "proposal" | "draft";
+  /** Points already picked for a drag whose end is not picked yet. */
+  picking: boolean;
+  onPick: (pixel: Point) => void;
+  onStreamState?: (state: StreamState) => void;
+}
+
+export function DesktopView(props: DesktopViewProps) {
+  const { episode, streaming, screen, screenshotUrl, action, actionKind, picking, onPick, onStreamState } = props;
+  const stageRef = useRef<HTMLDivElement>(null);
+  const [vncTarget, setVncTarget] = useState<HTMLDivElement | null>(null);
+  const stream = useDesktopStream(episode, streaming, vncTarget);
+  const [drawn, setDrawn] = useState<Box | null>(null);
+
+  useEffect(() => onStreamState?.(stream.state), [stream.state, onStreamState]);
+
+  /** The drawn desktop in page coordinates: noVNC's canvas when live, else the fitted image. */
+  const drawnOnPage = useCallback((): Box | null => {
+    const stage = stageRef.current;
+    if (!stage || !screen) return null;
+    const canvas = stream.state === "live" ? vncTarget?.querySelector("canvas") : null;
+    if (canvas && canvas.width === screen.width && canvas.height === screen.height) {
+      const r = canvas.getBoundingClientRect();
+      return { left: r.left, top: r.top, width: r.width, height: r.height };
+    }
+    const r = stage.getBoundingClientRect();
+    return fitContain({ left: r.left, top: r.top, width: r.width, height: r.height }, screen);
+  }, [screen, stream.state, vncTarget]);
+
+  // Keep the overlay on the drawn desktop when the window, the stage or the stream changes.
+  useLayoutEffect(() => {
+    const stage = stageRef.current;
+    if (!stage) return;
+    const update = () => {
+      const page = drawnOnPage();
+      const origin = stage.getBoundingClientRect();
+      setDrawn(page && { left: page.left - origin.left, top: page.top - origin.top, width: page.width, height: page.height });
+    };
+    update();
+    const observer = new ResizeObserver(update);
+    observer.observe(stage);
+    const canvas = vncTarget?.querySelector("canvas");
+    if (canvas) observer.observe(canvas);
+    // noVNC rescales on its own frame-size changes; a light poll catches those.
+    const poll = window.setInterval(update, 500);
+    return () => {
+      observer.disconnect();
+      window.clearInterval(poll);
+    };
+  }, [drawnOnPage, vncTarget]);
+
+  function click(event: MouseEvent<HTMLDivElement>) {
+    const page = drawnOnPage();
+    if (!page || !screen) return;
+    const at = { x: event.clientX, y: event.clientY };
+    if (!isOnScreen(at, page)) return;
+    onPick(clientToScreen(at, page, screen));
+  }
+
+  const live = stream.state === "live";
+  return (
+    <div className="desktop-stage" ref={stageRef} data-stream={stream.state}>
+      {screenshotUrl && !live ? (
+        <img className="desktop-still" src={screenshotUrl} alt="The desktop at this step" />
+      ) : null}
+      <div className={`desktop-vnc${live ? "" : " hidden"}`} ref={setVncTarget} data-testid="desktop-vnc" />
+      {drawn && screen && action ? (
+        <ActionOverlay action={action} screen={screen} box={drawn} kind={actionKind} />
+      ) : null}
+      <div
+        className={`desktop-clicks${picking ? " picking" : ""}`}
+        data-testid="desktop-clicks"
+        onClick={click}
+        role="presentation"
+        title="Click to set the point of your correction"
+      />
+      {!live && streaming ? (
+        <p className="stream-note" role="status">
+          {stream.state === "connecting" ? "Connecting to the live desktop…" : "Live desktop lost: reconnecting… (showing the last observation)"}
+          {stream.error ? ` ${stream.error}` : ""}
+        </p>
+      ) : null}
+    </div>
+  );
+}

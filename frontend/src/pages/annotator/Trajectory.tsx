@@ -1,0 +1,35 @@
+/** The steps so far: each observation as a thumbnail with what was decided and done. */
+import { describe } from "./actions";
+import type { StepView } from "./episode";
+
+const DECISION_LABEL: Record<string, string> = {
+  accepted: "approved",
+  corrected: "corrected",
+  error_kept: "error kept",
+};
+
+export function Trajectory({ steps, current }: { steps: StepView[]; current: number | null }) {
+  return (
+    <nav className="trajectory" aria-label="Trajectory">
+      <h2>Steps</h2>
+      <ol>
+        {steps.map((s) => (
+          <li key={s.step} className={s.step === current ? "current" : ""} data-testid={`trajectory-step-${s.step}`}>
+            <a href={`/api/screenshots/${s.screenshot}/`} target="_blank" rel="noreferrer" title="Open the screenshot">
+              <img src={`/api/screenshots/${s.screenshot}/`} alt={`Screen before step ${s.step}`} loading="lazy" />
+            </a>
+            <div className="step-caption">
+              <span className="step-number">{s.step}</span>{" "}
+              {s.decision ? (
+                <span className={`badge badge-${s.decision}`}>{DECISION_LABEL[s.decision]}</span>
+              ) : (
+                <span className="badge">open</span>
+              )}
+              {s.final_action ? <div className="step-action">{describe(s.final_action)}</div> : null}
+            </div>
+          </li>
+        ))}
+      </ol>
+    </nav>
+  );
+}

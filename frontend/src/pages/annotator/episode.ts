@@ -1,0 +1,185 @@
+/**
+ * The workspace's picture of an episode, rebuilt from the server's `state` and kept current by
+ * its events. Pure: the socket hook feeds it, the tests drive it directly.
+ *
+ * The server is the truth: a reconnect replaces everything with its `state`, except the text a
+ * proposal streamed so far (the server does not keep partial text; the finished proposal will
+ * replace it anyway).
+ */
+import type { Action, Decision, EpisodeStatePayload, Proposal, ServerEvent, StepState } from "./types";
+
+export interface StepView extends StepState {
+  /** Text the model has streamed so far, per candidate, until its proposal is stored. */
+  streaming: Record<number, string>;
+  /** Why the model could not propose this step, when it could not. */
+  modelUnavailable: string | null;
+  /** When this client first saw the step's proposal (for the decision time). */
+  proposedAt: number | null;
+}
+
+export interface EpisodeView {
+  episode: number | null;
+  task: EpisodeStatePayload["task"] | null;
+  steps: StepView[];
+  openStep: number | null;
+  ended: boolean;
+  outcome: string | null;
+  endReason: string | null;
+  desktopFailed: string | null;
+  /** The last error the server answered with (a refused decision, a view-only socket…). */
+  error: { code: string; message: string; step?: number | null } | null;
+}
+
+export const EMPTY: EpisodeView = {
+  episode: null,
+  task: null,
+  steps: [],
+  openStep: null,
+  ended: false,
+  outcome: null,
+  endReason: null,
+  desktopFailed: null,
+  error: null,
+};
+
+const UNAVAILABLE = "model unavailable: ";
+
+function unavailableReason(proposals: Proposal[]): string | null {
+  const marker = proposals.find((p) => p.invalid_reason.startsWith(UNAVAILABLE));
+  return marker ? marker.invalid_reason.slice(UNAVAILABLE.length) : null;
+}
+
+function withStep(view: EpisodeView, index: number, change: (s: StepView) => StepView): EpisodeView {
+  return { ...view, steps: view.steps.map((s) => (s.step === index ? change(s) : s)) };
+}
+
+export function reduce(view: EpisodeView, message: ServerEvent, now: number = Date.now()): EpisodeView {
+  switch (message.event) {
+    case "state": {
+      const state = message.payload;
+      const previous = new Map(view.steps.map((s) => [s.step, s]));
+      const steps = state.steps.map((s): StepView => {
+        const before = previous.get(s.step);
+        return {
+          ...s,
+          streaming: s.proposals.length === 0 ? (before?.streaming ?? {}) : {},
+          modelUnavailable: unavailableReason(s.proposals),
+          proposedAt: before?.proposedAt ?? (s.proposals.length ? now : null),
+        };
+      });
+      const broken = state.desktop?.status === "broken" ? state.desktop.broken_reason || "broken" : null;
+      return {
+        episode: state.episode,
+        task: state.task,
+        steps,
+        openStep: state.open_step,
+        ended: state.ended,
+        outcome: state.outcome,
+        endReason: state.ended ? (view.endReason ?? null) : null,
+        desktopFailed: state.ended ? null : broken,
+        error: null,
+      };
+    }
+    case "observation": {
+      const { step, screenshot, screen } = message.payload;
+      if (view.steps.some((s) => s.step === step)) return view;
+      const added: StepView = {
+        step,
+        screenshot,
+        screen,
+        proposals: [],
+        decision: null,
+        final_thought: "",
+        final_action: null,
+        streaming: {},
+        modelUnavailable: null,
+        proposedAt: null,
+      };
+      return { ...view, steps: [...view.steps, added], openStep: view.ended ? null : step };
+    }
+    case "proposal_delta": {
+      const { step, candidate, text } = message.payload;
+      return withStep(view, step, (s) =>
+        s.proposals.length
+          ? s
+          : { ...s, streaming: { ...s.streaming, [candidate]: (s.streaming[candidate] ?? "") + text } },
+      );
+    }
+    case "proposal": {
+      const { step, candidates } = message.payload;
+      return withStep(view, step, (s) => {
+        const known = new Set(s.proposals.map((p) => p.rank));
+        const proposals = [...s.proposals, ...candidates.filter((c) => !known.has(c.rank))];
+        return {
+          ...s,
+          proposals,
+          streaming: {},
+          modelUnavailable: unavailableReason(proposals),
+          proposedAt: s.proposedAt ?? now,
+        };
+      });
+    }
+    case "model_unavailable": {
+      const { step, reason } = message.payload;
+      return withStep(view, step, (s) => ({ ...s, modelUnavailable: reason, proposedAt: s.proposedAt ?? now }));
+    }
+    case "decided": {
+      const { step, decision, action } = message.payload;
+      const next = withStep(view, step, (s) => ({
+        ...s,
+        decision: decision as Decision,
+        final_action: action as Action,
+      }));
+      return { ...next, openStep: view.openStep === step ? null : view.openStep };
+    }
+    case "ended":
+      return {
+        ...view,
+        ended: true,
+        openStep: null,
+        outcome: message.payload.outcome,
+        endReason: message.payload.reason,
+        desktopFailed: null,
+      };
+    case "desktop_failed":
+      return view.ended ? view : { ...view, desktopFailed: message.payload.reason || "the desktop failed" };
+    case "error":
+      return { ...view, error: message.payload };
+    default:
+      return view;
+  }
+}
+
+/** What the annotator is waiting for, or doing, now. */
+export type Phase =
+  | "connecting"
+  | "preparing"
+  | "thinking"
+  | "deciding"
+  | "model_unavailable"
+  | "executing"
+  | "desktop_failed"
+  | "ended";
+
+export function phaseOf(view: EpisodeView): Phase {
+  if (view.episode === null) return "connecting";
+  if (view.ended) return "ended";
+  if (view.desktopFailed) return "desktop_failed";
+  const last = view.steps[view.steps.length - 1];
+  if (!last) return "preparing";
+  if (last.decision) return "executing";
+  if (last.modelUnavailable) return "model_unavailable";
+  if (last.proposals.length === 0) return "thinking";
+  return "deciding";
+}
+
+/** The open step, when there is one to decide. */
+export function openStepOf(view: EpisodeView): StepView | null {
+  if (view.openStep === null) return null;
+  return view.steps.find((s) => s.step === view.openStep) ?? null;
+}
+
+/** The step before `step`, when its model action was kept as an error: `step` is a reflection. */
+export function isReflection(view: EpisodeView, step: number): boolean {
+  return view.steps.some((s) => s.step === step - 1 && s.decision === "error_kept");
+}

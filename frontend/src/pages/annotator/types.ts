@@ -1,0 +1,89 @@
+/** What the episode socket and the API say about an episode, as the workspace reads it. */
+
+export type ActionType =
+  | "click"
+  | "left_double"
+  | "right_single"
+  | "drag"
+  | "scroll"
+  | "type"
+  | "hotkey"
+  | "wait"
+  | "finished"
+  | "call_user"
+  | "long_press"
+  | "open_app"
+  | "press_home"
+  | "press_back";
+
+export type Direction = "up" | "down" | "left" | "right";
+
+/** An action in its JSON form (vm_pool.actions.Action.to_json); points in screen pixels. */
+export interface Action {
+  type: ActionType;
+  point?: [number, number];
+  end?: [number, number];
+  direction?: Direction;
+  amount?: number;
+  content?: string;
+  keys?: string[];
+  app?: string;
+}
+
+export interface Proposal {
+  rank: number;
+  raw_text: string;
+  thought: string;
+  action: Action | null;
+  invalid_reason: string;
+  model_name: string;
+  model_version: string;
+  latency_ms: number | null;
+}
+
+export type Decision = "accepted" | "corrected" | "error_kept";
+
+export interface StepState {
+  step: number;
+  screenshot: string;
+  screen: [number, number];
+  proposals: Proposal[];
+  decision: Decision | null;
+  final_thought: string;
+  final_action: Action | null;
+}
+
+export interface EpisodeStatePayload {
+  episode: number;
+  task: { id: number; instruction: string; max_steps: number };
+  steps: StepState[];
+  open_step: number | null;
+  ended: boolean;
+  outcome: string | null;
+  desktop: { status: string; broken_reason: string } | null;
+}
+
+/** Messages from the server: `{event, payload}`. */
+export type ServerEvent =
+  | { event: "state"; payload: EpisodeStatePayload }
+  | { event: "observation"; payload: { step: number; screenshot: string; screen: [number, number] } }
+  | { event: "proposal_delta"; payload: { step: number; candidate: number; text: string } }
+  | { event: "proposal"; payload: { step: number; candidates: Proposal[] } }
+  | { event: "model_unavailable"; payload: { step: number; reason: string } }
+  | { event: "decided"; payload: { step: number; decision: Decision; action: Action } }
+  | { event: "decision_ack"; payload: { step: number; duplicate: boolean } }
+  | { event: "ended"; payload: { outcome: string; reason: string } }
+  | { event: "desktop_failed"; payload: { desktop: number; reason: string } }
+  | { event: "heartbeat_ack"; payload: Record<string, never> }
+  | { event: "error"; payload: { code: string; message: string; step?: number | null } };
+
+/** The decision message the workspace sends (client → server). */
+export interface DecideMessage {
+  type: "decide";
+  step: number;
+  decision: Decision;
+  proposal?: number;
+  thought?: string;
+  action?: Action;
+  decision_ms?: number;
+}
