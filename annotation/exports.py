@@ -56,7 +56,6 @@ from vm_pool.models import Screenshot
 log = logging.getLogger(__name__)
 
 JOB_NAME = "annotation.jobs.build_export"
-QUEUE = "exports"
 CHECK_EVERY = 200
 CHECK_SECONDS = 1.0
 IMAGES_DIR = "images"
@@ -140,7 +139,7 @@ def create_export(
         export = DatasetExport.objects.create(
             project=project, kind=kind, format=format, filters=filters.as_json(), created_by=user
         )
-        send_after_commit(JOB_NAME, [export.pk], QUEUE)
+        send_after_commit(JOB_NAME, [export.pk], settings.TANDEM_EXPORT_QUEUE)
     return export
 
 

@@ -136,9 +136,13 @@ CELERY_TASK_ROUTES = {
 }
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# A job whose worker died unacknowledged is delivered again after this many seconds.
+# A job whose worker died unacknowledged is delivered again after this many seconds; workers
+# look for such jobs every few seconds (kombu's own sweep runs only every 100 s).
+TANDEM_CELERY_VISIBILITY_TIMEOUT = env_int("TANDEM_CELERY_VISIBILITY_TIMEOUT", 3600)
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": env_int("TANDEM_CELERY_VISIBILITY_TIMEOUT", 3600),
+    "visibility_timeout": TANDEM_CELERY_VISIBILITY_TIMEOUT,
+    "unacked_restore_interval": max(1, min(10, TANDEM_CELERY_VISIBILITY_TIMEOUT // 2)),
+    "unacked_restore_throttle": 1,
 }
 CELERY_TIMEZONE = "UTC"
 
@@ -199,6 +203,7 @@ TANDEM_EXPORT_STAGING_ROOT = Path(
 TANDEM_EXPORT_STALE_SECONDS = env_int("TANDEM_EXPORT_STALE_SECONDS", 120)
 TANDEM_EXPORT_URL_SECONDS = env_int("TANDEM_EXPORT_URL_SECONDS", 600)
 TANDEM_EXPORT_RECORD_DELAY_MS = env_int("TANDEM_EXPORT_RECORD_DELAY_MS", 0)
+TANDEM_EXPORT_QUEUE = env("TANDEM_EXPORT_QUEUE", "exports")  # tests run workers on their own
 
 # Uploads: task files up to TANDEM_IMPORT_MAX_BYTES; larger bodies are refused before parsing.
 TANDEM_IMPORT_MAX_BYTES = env_int("TANDEM_IMPORT_MAX_BYTES", 10 * 1024 * 1024)
