@@ -1,4 +1,5 @@
-"""The Celery app: named queues for the default work, exports, desktops and model calls."""
+"""The Celery app: named queues for the default work, exports, desktops, model calls and
+training (``train``, consumed only by GPU workers)."""
 
 import os
 from typing import Any
@@ -14,7 +15,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 # only. (Per-host queues, "desktops.<host>", are declared the same way when a worker asks for them.)
 app.conf.task_queues = [
     Queue(name, Exchange(name, type="direct"), routing_key=name)
-    for name in ("default", "exports", "desktops", "model")
+    for name in ("default", "exports", "desktops", "model", "train")
 ]
 # Jobs of the live loop are short and many: keep the worker's database connection between
 # them instead of connecting again for each (Celery's Django fixup reads this key as it is).

@@ -131,8 +131,13 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "annotation.jobs.propose_step": {"queue": "model"},
     "annotation.jobs.build_export": {"queue": "exports"},
+    # Offline evaluation is batch work over recorded steps, like exports.
+    "annotation.jobs.evaluate_model_version": {"queue": "exports"},
     "annotation.jobs.*": {"queue": "default"},
     "vm_pool.jobs.*": {"queue": "desktops"},
+    # Training runs only on GPU workers, which consume `train` and nothing else.
+    "model_serving.jobs.run_finetune_job": {"queue": "train"},
+    "model_serving.jobs.*": {"queue": "default"},
 }
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -286,6 +291,16 @@ TANDEM_PROPOSERS = {
     "openai": "model_serving.proposers.openai.OpenAIProposer",
     "baseline": "model_serving.proposers.baseline.BaselineProposer",
 }
+# Fine-tuning: base models a job may name, "name=path" pairs separated by commas (a job may also
+# give an absolute path); where the platform writes adapters for vLLM to load, and the same
+# folder as the vLLM host sees it; the share of episodes held out of training for evaluation
+# (changing it changes the split, see model_serving/evaluation.py).
+TANDEM_BASE_MODELS = dict(
+    pair.split("=", 1) for pair in env("TANDEM_BASE_MODELS", "").split(",") if "=" in pair
+)
+TANDEM_ADAPTER_DIR = Path(env("TANDEM_ADAPTER_DIR", str(BASE_DIR / "var" / "adapters")))
+TANDEM_VLLM_ADAPTER_DIR = env("TANDEM_VLLM_ADAPTER_DIR", str(TANDEM_ADAPTER_DIR))
+TANDEM_HELD_OUT_SHARE = float(env("TANDEM_HELD_OUT_SHARE", "0.1"))
 # Streamed proposal text is forwarded to the browser at most this often.
 TANDEM_PROPOSAL_DELTA_MS = env_int("TANDEM_PROPOSAL_DELTA_MS", 50)
 

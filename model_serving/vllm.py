@@ -18,6 +18,8 @@
 - ``--enable-lora --max-loras 4 --max-lora-rank 64`` and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING``
   in the environment: a fine-tuned adapter is loaded into the running server with
   ``POST /v1/load_lora_adapter`` and asked for by its name, without a restart.
+- ``--lora-modules name=path …`` (when asked): adapters of registered model versions loaded at
+  start, each served under its version's name, as a runtime load would.
 - ``--enable-prefix-caching``: consecutive steps of an episode share the prompt and most of the
   history, screenshots included, so their prefill is mostly cached.
 - ``--served-model-name``: the name a project's ``model_settings["model"]`` must give.
@@ -66,9 +68,11 @@ def serve_command(
     max_lora_rank: int = 64,
     prefix_caching: bool = True,
     gpu_memory_utilization: float = 0.9,
+    lora_modules: dict[str, str] | None = None,
     extra: tuple[str, ...] | list[str] = (),
 ) -> ServeCommand:
-    """The `vllm serve` command for ``model``; ``served_name`` defaults to the model's id."""
+    """The `vllm serve` command for ``model``; ``served_name`` defaults to the model's id.
+    ``lora_modules`` (name → adapter folder) are loaded at start, each served by its name."""
     argv = [
         "vllm",
         "serve",
@@ -91,6 +95,10 @@ def serve_command(
         argv += ["--enable-lora", "--max-loras", str(max_loras)]
         argv += ["--max-lora-rank", str(max_lora_rank)]
         env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
+        if lora_modules:
+            argv += ["--lora-modules", *(f"{n}={p}" for n, p in sorted(lora_modules.items()))]
+    elif lora_modules:
+        raise ValueError("LoRA modules need LoRA enabled")
     return ServeCommand(argv=[*argv, *extra], env=env)
 
 

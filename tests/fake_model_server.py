@@ -8,6 +8,10 @@ free port, started in a thread of the test process:
   ``stream_options.include_usage`` asks for it, ``data: [DONE]``) or, without ``stream``, as one
   JSON completion. With ``n`` choices their chunks are interleaved, as vLLM sends them.
 - ``GET /v1/models`` and ``GET /health``, as vLLM has them.
+- ``POST /v1/load_lora_adapter`` ``{lora_name, lora_path}``, as vLLM with runtime LoRA updating
+  has it: the folder must hold an ``adapter_config.json`` (vLLM reads it from the same path),
+  a name is loaded once, and a loaded adapter is listed by ``/v1/models`` with its base as
+  ``parent``. ``server.refuse_adapters(status, message)`` makes it refuse every load.
 
 A reply can also wait before answering, answer with an HTTP error, hang until the client gives
 up, cut the stream before ``[DONE]``, or send an event that is not JSON. Every request received
@@ -26,6 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 DEFAULT_MODEL = "ui-tars-1.5-7b"
@@ -74,6 +79,8 @@ class FakeModelServer:
         self.model = model
         self.requests: list[ReceivedRequest] = []
         self.default: Reply | None = None  # the reply when nothing is scripted; else an HTTP 500
+        self.adapters: dict[str, str] = {}  # loaded LoRA adapters: name -> path
+        self.adapter_refusal: tuple[int, str] | None = None
         self.in_flight = 0
         self.max_in_flight = 0  # the most chat requests handled at once
         self._replies: deque[Reply] = deque()
@@ -101,6 +108,26 @@ class FakeModelServer:
         """Queue the replies to the next chat requests, in order."""
         with self._lock:
             self._replies.extend(replies)
+
+    def refuse_adapters(self, status: int, message: str) -> None:
+        self.adapter_refusal = (status, message)
+
+    def _load_adapter(self, body: Any) -> tuple[int, dict[str, Any]]:
+        if self.adapter_refusal is not None:
+            status, message = self.adapter_refusal
+            return status, {"error": {"message": message}}
+        name = body.get("lora_name") if isinstance(body, dict) else None
+        path = body.get("lora_path") if isinstance(body, dict) else None
+        if not name or not path:
+            return 400, {"error": {"message": "lora_name and lora_path are required"}}
+        if not (Path(path) / "adapter_config.json").is_file():
+            return 400, {"error": {"message": f"No adapter found at {path}"}}
+        with self._lock:
+            if name in self.adapters:
+                message = f"The lora adapter '{name}' has already been loaded."
+                return 400, {"error": {"message": message}}
+            self.adapters[name] = path
+        return 200, {"message": f"Success: LoRA adapter '{name}' added successfully."}
 
     def start(self) -> None:
         self._thread.start()
@@ -149,7 +176,11 @@ def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(200, {})
             elif self.path == "/v1/models":
                 model = {"id": server.model, "object": "model", "owned_by": "tandem-tests"}
-                self._send_json(200, {"object": "list", "data": [model]})
+                adapters = [
+                    {"id": name, "object": "model", "root": path, "parent": server.model}
+                    for name, path in sorted(server.adapters.items())
+                ]
+                self._send_json(200, {"object": "list", "data": [model, *adapters]})
             else:
                 self._send_json(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -161,6 +192,9 @@ def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = raw.decode(errors="replace")
             server._record(ReceivedRequest("POST", self.path, dict(self.headers), body))
+            if self.path == "/v1/load_lora_adapter":
+                self._send_json(*server._load_adapter(body))
+                return
             if self.path != "/v1/chat/completions":
                 self._send_json(404, {"error": {"message": f"no route {self.path}"}})
                 return

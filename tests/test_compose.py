@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 ENV_EXAMPLE = ROOT / ".env.example"
 
-PLATFORM_SERVICES = ["web", "worker", "worker-desktops", "beat"]
+PLATFORM_SERVICES = ["web", "worker", "worker-desktops", "worker-train", "beat"]
+GPU_SERVICES = {"vllm", "worker-train"}
 REQUIRED_SERVICES = {
     "postgres",
     "redis",
@@ -26,6 +27,7 @@ REQUIRED_SERVICES = {
     "web",
     "worker",
     "worker-desktops",
+    "worker-train",
     "beat",
     "websockify",
     "vllm",
@@ -167,14 +169,39 @@ def test_services_without_a_gpu_never_wait_for_the_model_server(services):
             assert "vllm" not in (service.get("depends_on") or []), name
 
 
-def test_model_server_starts_only_with_the_gpu_profile(services):
-    assert services["vllm"]["profiles"] == ["gpu"]
-    assert all("profiles" not in services[name] for name in REQUIRED_SERVICES - {"vllm"})
+def test_model_server_and_training_worker_start_only_with_the_gpu_profile(services):
+    assert all(services[name]["profiles"] == ["gpu"] for name in GPU_SERVICES)
+    assert all("profiles" not in services[name] for name in REQUIRED_SERVICES - GPU_SERVICES)
 
 
-def test_model_server_reserves_an_nvidia_gpu(services):
-    devices = services["vllm"]["deploy"]["resources"]["reservations"]["devices"]
+@pytest.mark.parametrize("name", sorted(GPU_SERVICES))
+def test_gpu_services_reserve_an_nvidia_gpu(services, name):
+    devices = services[name]["deploy"]["resources"]["reservations"]["devices"]
     assert any(d["driver"] == "nvidia" and "gpu" in d["capabilities"] for d in devices)
+
+
+def test_training_runs_on_a_gpu_worker_that_consumes_only_the_train_queue(services):
+    assert settings.CELERY_TASK_ROUTES["model_serving.jobs.run_finetune_job"] == {"queue": "train"}
+    train = services["worker-train"]
+    assert queues_of(train) == {"train"}
+    words = command_words(train)
+    assert words[words.index("--pool") + 1] == "solo"  # one job at a time on the GPU
+    others = [name for name in services if name != "worker-train"]
+    assert not any("train" in queues_of(services[name]) for name in others)
+    # Its image carries the `train` extra; the others' do not.
+    assert train["build"]["args"]["TANDEM_EXTRAS"] == "train"
+    assert train["image"] != services["worker"]["image"]
+    extras = (ROOT / "deploy" / "Dockerfile").read_text()
+    assert "ARG TANDEM_EXTRAS" in extras and "optional-dependencies" in extras
+
+
+def test_model_server_reads_the_adapters_the_platform_copies(services):
+    def mount_of(service: dict[str, Any], volume: str) -> str:
+        return next(m.split(":")[1] for m in service["volumes"] if m.startswith(f"{volume}:"))
+
+    environment = environment_of(services["worker"])
+    assert mount_of(services["worker"], "adapters") == environment["TANDEM_ADAPTER_DIR"]
+    assert mount_of(services["vllm"], "adapters") == environment["TANDEM_VLLM_ADAPTER_DIR"]
 
 
 def test_model_server_takes_five_screenshots_a_long_context_and_lora_adapters(services):

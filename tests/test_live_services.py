@@ -117,4 +117,5 @@ def test_beat_schedules_the_lease_reaper_on_the_default_queue():
         "exports",
         "desktops",
         "model",
+        "train",
     }

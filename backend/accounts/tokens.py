@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from backend.accounts.models import AccessToken, User
 
-RESOURCES = ("projects", "tasks", "episodes", "datasets")
+RESOURCES = ("projects", "tasks", "episodes", "datasets", "models")
 SCOPES = tuple(f"{resource}:{level}" for resource in RESOURCES for level in ("read", "write"))
 TOKEN_PREFIX = "tdm_"
 # How often last_used_at is written; a token used in a tight loop does not write every time.

@@ -1,7 +1,8 @@
 """Starts vLLM serving UI-TARS on this machine, with the flags of ``model_serving.vllm``.
 
-It prints the command first; ``--dry-run`` only prints it. The command replaces this process
-(``exec``), so vLLM receives the signals a supervisor sends.
+It prints the command first; ``--dry-run`` only prints it. ``--version NAME`` adds the adapter
+of a registered model version, loaded at start (``--lora-modules``). The command replaces this
+process (``exec``), so vLLM receives the signals a supervisor sends.
 """
 
 import os
@@ -24,11 +25,22 @@ class Command(BaseCommand):
         parser.add_argument(
             "--served-name", help="the name clients ask for (default: the model id)"
         )
+        parser.add_argument(
+            "--version",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="a registered model version whose adapter is loaded at start (repeatable): "
+            "its files are copied to TANDEM_ADAPTER_DIR and it is served under its name",
+        )
         parser.add_argument("--dry-run", action="store_true", help="only print the command")
 
     def handle(self, *args: Any, **options: Any) -> None:
         command = serve_command(
-            options["model"], port=options["port"], served_name=options["served_name"]
+            options["model"],
+            port=options["port"],
+            served_name=options["served_name"],
+            lora_modules=self._adapters(options["version"], options["dry_run"]),
         )
         self.stdout.write(command.shell())
         if options["dry_run"]:
@@ -42,3 +54,18 @@ class Command(BaseCommand):
             )
         self.stdout.flush()
         os.execve(vllm, command.argv, {**os.environ, **command.env})
+
+    def _adapters(self, names: list[str], dry_run: bool) -> dict[str, str]:
+        from model_serving.models import ModelVersion
+        from model_serving.serving import adapter_paths, materialize_adapter
+
+        modules = {}
+        for name in names:
+            version = ModelVersion.objects.filter(name=name).first()
+            if version is None:
+                raise CommandError(f"no model version named {name!r}")
+            if not version.adapter_location:
+                raise CommandError(f"model version {name} has no adapter: serve its base model")
+            path = adapter_paths(version)[1] if dry_run else materialize_adapter(version)
+            modules[version.name] = path
+        return modules

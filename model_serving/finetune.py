@@ -1,0 +1,323 @@
+"""Fine-tuning jobs: created by the API, run by a worker on the ``train`` queue, cancelled.
+
+Lifecycle: ``queued`` → ``running`` → ``succeeded`` | ``failed`` | ``cancelled``.
+
+- ``create_job`` checks everything that can be checked before a GPU is involved (the base
+  model is one the deployment knows or a path, the stages and settings make a valid
+  ``TrainingSpec``, the version name is free) and queues the job after commit. The web process
+  never trains.
+- ``run_job`` (the worker) copies the pinned dataset files and checks their sha256s, trains
+  (``model_serving.training.trainer``), writes the adapter, the training arguments, the
+  datasets used and the library versions through Django's storage under
+  ``finetune/job-<id>/attempt-<n>/``, then registers the model version **in the same
+  transaction** that marks the job succeeded: a job that fails or is cancelled at any point
+  leaves no version behind. Progress, the loss curve and log lines are written as it goes.
+- ``cancel_job``: a queued job is cancelled at once; a running one is asked to stop, and the
+  trainer's callback stops it between two steps.
+
+A job whose worker died is picked up again when its message is redelivered (``acks_late``):
+it starts over as a new attempt, in a new artifacts folder.
+"""
+
+import json
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import default_storage
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from backend.celery import send_after_commit
+from backend.errors import DomainError
+from model_serving.evaluation import is_held_out
+from model_serving.models import FINAL_STATUSES, FineTuneJob, JobStatus, ModelVersion
+from model_serving.training import data
+from model_serving.training.spec import (
+    SpecError,
+    Stage,
+    TrainingSpec,
+    hyperparameters,
+    lora_settings,
+)
+
+logger = logging.getLogger(__name__)
+
+MAX_LOG_CHARS = 64_000
+TRAIN_QUEUE = "train"
+
+
+class JobRejected(DomainError):
+    status_code = 400
+    code = "finetune_rejected"
+
+
+class JobConflict(DomainError):
+    status_code = 409
+    code = "finetune_conflict"
+
+
+def resolve_base_model(base_model: str) -> str:
+    """The path a worker loads ``base_model`` from: a name in ``TANDEM_BASE_MODELS``, or an
+    absolute path (checked on the worker, which may see other disks than the web server)."""
+    known: dict[str, str] = settings.TANDEM_BASE_MODELS
+    if base_model in known:
+        return known[base_model]
+    if base_model.startswith("/"):
+        return base_model
+    names = ", ".join(sorted(known)) or "none configured"
+    raise JobRejected(
+        f"unknown base model {base_model!r}: give an absolute path or one of the deployment's "
+        f"base models ({names}; TANDEM_BASE_MODELS)"
+    )
+
+
+def spec_of(job: FineTuneJob, parent_adapter: str = "") -> TrainingSpec:
+    return TrainingSpec(
+        base_model_path=job.base_model_path,
+        stages=tuple(Stage.from_json(stage) for stage in job.stages),
+        lora=lora_settings(job.lora),
+        hyperparameters=hyperparameters(job.hyperparameters),
+        parent_adapter=parent_adapter,
+    )
+
+
+def create_job(
+    *,
+    stages: list[Stage],
+    base_model: str,
+    version_name: str,
+    project_ids: list[int],
+    created_by: Any,
+    lora: dict[str, Any] | None = None,
+    hyperparameters: dict[str, Any] | None = None,
+    parent_version: ModelVersion | None = None,
+    base_url: str = "",
+    name: str = "",
+) -> FineTuneJob:
+    """Check and queue a job (on the ``train`` queue, once the transaction commits)."""
+    if parent_version is not None:
+        base_model = base_model or parent_version.base_model
+        base_url = base_url or parent_version.base_url
+    path = parent_version.base_model_path if parent_version is not None else ""
+    path = path or resolve_base_model(base_model)
+    if not version_name.strip():
+        raise JobRejected("the new model version needs a name")
+    if ModelVersion.objects.filter(name=version_name).exists() or (
+        FineTuneJob.objects.filter(version_name=version_name)
+        .exclude(status__in=[JobStatus.FAILED, JobStatus.CANCELLED])
+        .exists()
+    ):
+        raise JobConflict(f"the model version name {version_name!r} is taken")
+    job = FineTuneJob(
+        name=name or version_name,
+        base_model=base_model,
+        base_model_path=path,
+        parent_version=parent_version,
+        stages=[stage.to_json() for stage in stages],
+        project_ids=sorted(set(project_ids)),
+        lora=lora or {},
+        hyperparameters=hyperparameters or {},
+        version_name=version_name,
+        base_url=base_url,
+        created_by=created_by,
+    )
+    try:
+        spec_of(job).validate()
+    except SpecError as error:
+        raise JobRejected(str(error)) from None
+    with transaction.atomic():
+        job.save()
+        send_after_commit("model_serving.jobs.run_finetune_job", [job.pk], TRAIN_QUEUE)
+    return job
+
+
+def cancel_job(job_id: int) -> FineTuneJob:
+    with transaction.atomic():
+        job = FineTuneJob.objects.select_for_update().get(pk=job_id)
+        if job.status in FINAL_STATUSES:
+            raise JobConflict(f"the job has already {job.status}")
+        if job.status == JobStatus.QUEUED:
+            job.status = JobStatus.CANCELLED
+            job.finished_at = timezone.now()
+            job.error = "cancelled before it started"
+        job.cancel_requested = True
+        job.save()
+    return job
+
+
+class _JobReporter:
+    """What the trainer reports, written to the job's row."""
+
+    def __init__(self, job: FineTuneJob) -> None:
+        self.job_id = job.pk
+        self.curve: list[dict[str, Any]] = []
+        self.lines: list[str] = []
+
+    def progress(self, fraction: float) -> None:
+        FineTuneJob.objects.filter(pk=self.job_id).update(progress=round(fraction, 4))
+
+    def loss(self, stage: int, kind: str, step: int, logs: dict[str, float]) -> None:
+        point = {"stage": stage + 1, "kind": kind, "step": step, "loss": logs["loss"]}
+        self.curve.append(point)
+        FineTuneJob.objects.filter(pk=self.job_id).update(loss_curve=self.curve)
+
+    def log(self, line: str) -> None:
+        self.lines.append(f"{timezone.now().isoformat(timespec='seconds')} {line}")
+        text = "\n".join(self.lines)[-MAX_LOG_CHARS:]
+        FineTuneJob.objects.filter(pk=self.job_id).update(logs=text)
+
+    def cancelled(self) -> bool:
+        return FineTuneJob.objects.filter(pk=self.job_id, cancel_requested=True).exists()
+
+
+def _claim(job_id: int) -> FineTuneJob | None:
+    with transaction.atomic():
+        job = FineTuneJob.objects.select_for_update().filter(pk=job_id).first()
+        if job is None or job.status in FINAL_STATUSES:
+            return None
+        job.status = JobStatus.RUNNING
+        job.attempt += 1
+        job.started_at = timezone.now()
+        job.progress = 0.0
+        job.loss_curve = []
+        job.save()
+    return job
+
+
+def _finish(job_id: int, status: str, error: str = "") -> None:
+    FineTuneJob.objects.filter(pk=job_id).update(
+        status=status, error=error, finished_at=timezone.now()
+    )
+
+
+def _upload(folder: Path, prefix: str) -> list[dict[str, Any]]:
+    stored = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        name = f"{prefix}/{path.relative_to(folder).as_posix()}"
+        with path.open("rb") as f:
+            saved = default_storage.save(name, File(f))
+        stored.append({"name": saved, "size": path.stat().st_size})
+    return stored
+
+
+def _download(prefix: str, into: Path) -> None:
+    directories, files = default_storage.listdir(prefix)
+    into.mkdir(parents=True, exist_ok=True)
+    for name in files:
+        with default_storage.open(f"{prefix}/{name}", "rb") as source:
+            (into / name).write_bytes(source.read())
+    for directory in directories:
+        _download(f"{prefix}/{directory}", into / directory)
+
+
+def run_job(job_id: int) -> str:
+    """Train the job (on a ``train`` worker) and register its version; returns its status."""
+    from model_serving.training.trainer import TrainingCancelled, TrainingFailed, train
+
+    job = _claim(job_id)
+    if job is None:
+        return "skipped"
+    reporter = _JobReporter(job)
+    prefix = f"finetune/job-{job.pk}/attempt-{job.attempt}"
+    try:
+        with tempfile.TemporaryDirectory(prefix=f"tandem-finetune-{job.pk}-") as tmp:
+            workdir = Path(tmp)
+            parent_adapter = ""
+            parent = job.parent_version
+            if parent is not None and parent.adapter_location:
+                reporter.log(f"continuing the adapter of {parent.name}")
+                _download(parent.adapter_location, workdir / "parent")
+                parent_adapter = str(workdir / "parent")
+            spec = spec_of(job, parent_adapter)
+            tables = []
+            for index, stage in enumerate(spec.stages):
+                reporter.log(f"fetching export {stage.dataset.export_id} ({stage.kind})")
+                paths = data.fetch(stage.dataset, _open, workdir / f"data-{index + 1}")
+                tables.append(data.load(stage.dataset, paths, is_held_out))
+            outcome = train(spec, tables, workdir, reporter)
+            reporter.log("storing the adapter and the training record")
+            adapter_files = _upload(outcome.adapter_dir, f"{prefix}/adapter")
+            record = {
+                "job": job.pk,
+                "attempt": job.attempt,
+                "base_model": job.base_model,
+                "base_model_path": job.base_model_path,
+                "parent_version": parent.name if parent else None,
+                "datasets": [stage["dataset"] for stage in job.stages],
+                "stages": outcome.stages,
+                "lora": job.lora,
+                "hyperparameters": job.hyperparameters,
+                "libraries": outcome.libraries,
+                "adapter_files": adapter_files,
+            }
+            default_storage.save(
+                f"{prefix}/run.json", File(_bytes_file(json.dumps(record, indent=2)))
+            )
+    except TrainingCancelled as stopped:
+        reporter.log(str(stopped))
+        _finish(job.pk, JobStatus.CANCELLED, str(stopped))
+        return JobStatus.CANCELLED
+    except (SpecError, data.DatasetUnusable, TrainingFailed) as error:
+        reporter.log(f"failed: {error}")
+        _finish(job.pk, JobStatus.FAILED, str(error))
+        return JobStatus.FAILED
+    except Exception as error:
+        logger.exception("fine-tuning job %s failed", job.pk)
+        _finish(job.pk, JobStatus.FAILED, f"{type(error).__name__}: {error}")
+        return JobStatus.FAILED
+    return _register(job, reporter, prefix, record)
+
+
+def _register(job: FineTuneJob, reporter: _JobReporter, prefix: str, record: dict[str, Any]) -> str:
+    parent = job.parent_version
+    try:
+        with transaction.atomic():
+            locked = FineTuneJob.objects.select_for_update().get(pk=job.pk)
+            if locked.cancel_requested:
+                raise _CancelledLate
+            ModelVersion.objects.create(
+                name=job.version_name,
+                base_model=parent.base_model if parent else job.base_model,
+                base_model_path=job.base_model_path,
+                base_url=job.base_url,
+                coordinate_style=parent.coordinate_style if parent else "uitars15",
+                adapter_location=f"{prefix}/adapter",
+                parent=parent,
+                job=locked,
+                lineage={key: record[key] for key in ("datasets", "stages", "libraries")}
+                | {"job": job.pk, "parent": record["parent_version"], "run": f"{prefix}/run.json"},
+                created_by=job.created_by,
+            )
+            locked.status = JobStatus.SUCCEEDED
+            locked.progress = 1.0
+            locked.artifacts_location = prefix
+            locked.finished_at = timezone.now()
+            locked.save()
+    except _CancelledLate:
+        _finish(job.pk, JobStatus.CANCELLED, "cancelled before the version was registered")
+        return JobStatus.CANCELLED
+    except IntegrityError:
+        error = f"the model version name {job.version_name!r} was taken meanwhile"
+        reporter.log(error)
+        _finish(job.pk, JobStatus.FAILED, error)
+        return JobStatus.FAILED
+    reporter.log(f"registered model version {job.version_name}")
+    return JobStatus.SUCCEEDED
+
+
+class _CancelledLate(Exception):
+    pass
+
+
+def _open(name: str) -> Any:
+    return default_storage.open(name, "rb")
+
+
+def _bytes_file(text: str) -> Any:
+    import io
+
+    return io.BytesIO(text.encode())

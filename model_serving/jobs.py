@@ -1,0 +1,26 @@
+"""Celery jobs of model serving.
+
+``run_finetune_job`` runs on the ``train`` queue, which only GPU workers consume (never the
+web process, never the export or desktop workers). ``serve_model_version`` loads a version on
+its endpoint; it runs on ``default``.
+"""
+
+from celery import shared_task
+
+from model_serving import finetune, serving
+from model_serving.models import ModelVersion
+
+
+@shared_task(name="model_serving.jobs.run_finetune_job", acks_late=True)
+def run_finetune_job(job_id: int) -> str:
+    return finetune.run_job(job_id)
+
+
+@shared_task(name="model_serving.jobs.serve_model_version", acks_late=True)
+def serve_model_version(version_id: int) -> str:
+    version = ModelVersion.objects.get(pk=version_id)
+    try:
+        serving.serve_version(version)
+    except serving.ServingFailed as error:
+        return str(error)
+    return ModelVersion.Serving.SERVING

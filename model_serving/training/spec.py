@@ -1,0 +1,155 @@
+"""What a fine-tuning run is asked to do, as plain data: stages, datasets, LoRA, hyperparameters.
+
+A run is one or more **stages** in order, each SFT or DPO on one dataset (a TRL Parquet export:
+its files with their sha256s). Stages train one LoRA adapter in turn: an SFT stage then a DPO
+stage on its result, as in the UI-TARS recipe. In a DPO stage that follows another stage the
+reference model is the adapter as the previous stage left it (TRL copies it into a frozen
+``ref`` adapter); a DPO stage that comes first is referenced against the base model.
+
+Everything here is checked before a job is queued (``validate``), so a worker never starts a
+run whose settings cannot work; unknown keys are refused, not ignored.
+"""
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+STAGE_KINDS = ("sft", "dpo")
+
+
+class SpecError(ValueError):
+    """The run's settings cannot work; the message says which one and why."""
+
+
+@dataclass(frozen=True)
+class DatasetFile:
+    name: str  # path inside the export's location
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
+class DatasetRef:
+    """One dataset export, pinned to its exact files."""
+
+    export_id: int
+    kind: str
+    location: str  # storage folder of the export
+    files: tuple[DatasetFile, ...]
+    content_hash: str = ""
+
+    @property
+    def parquet_files(self) -> list[DatasetFile]:
+        return [f for f in self.files if f.name.endswith(".parquet")]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "DatasetRef":
+        files = tuple(DatasetFile(**f) for f in data["files"])
+        return cls(
+            export_id=int(data["export_id"]),
+            kind=data["kind"],
+            location=data["location"],
+            files=files,
+            content_hash=data.get("content_hash", ""),
+        )
+
+
+@dataclass(frozen=True)
+class Stage:
+    kind: str
+    dataset: DatasetRef
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "dataset": self.dataset.to_json()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Stage":
+        return cls(kind=data["kind"], dataset=DatasetRef.from_json(data["dataset"]))
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    # The language model's attention and MLP projections; the vision tower stays frozen.
+    target_modules: tuple[str, ...] = (
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    )
+
+
+@dataclass(frozen=True)
+class Hyperparameters:
+    learning_rate: float = 1e-4
+    epochs: float = 1.0
+    max_steps: int = -1  # > 0 overrides epochs
+    batch_size: int = 1
+    gradient_accumulation_steps: int = 8
+    beta: float = 0.1  # DPO's
+    seed: int = 42
+    bf16: bool = False
+
+
+def _build(cls: type, data: dict[str, Any] | None, what: str) -> Any:
+    data = dict(data or {})
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise SpecError(f"unknown {what} settings: {', '.join(unknown)}; known: {sorted(known)}")
+    if "target_modules" in data:
+        data["target_modules"] = tuple(data["target_modules"])
+    try:
+        return cls(**data)
+    except TypeError as error:
+        raise SpecError(f"{what}: {error}") from None
+
+
+def lora_settings(data: dict[str, Any] | None) -> LoraSettings:
+    lora: LoraSettings = _build(LoraSettings, data, "LoRA")
+    if lora.r < 1 or lora.alpha < 1 or not 0 <= lora.dropout < 1 or not lora.target_modules:
+        raise SpecError("LoRA needs r ≥ 1, alpha ≥ 1, 0 ≤ dropout < 1 and target modules")
+    return lora
+
+
+def hyperparameters(data: dict[str, Any] | None) -> Hyperparameters:
+    hp: Hyperparameters = _build(Hyperparameters, data, "hyperparameter")
+    if hp.learning_rate <= 0 or hp.batch_size < 1 or hp.gradient_accumulation_steps < 1:
+        raise SpecError("learning_rate must be > 0, batch_size and accumulation steps ≥ 1")
+    if hp.max_steps <= 0 and hp.epochs <= 0:
+        raise SpecError("give epochs > 0 or max_steps > 0")
+    if hp.beta <= 0:
+        raise SpecError("beta must be > 0")
+    return hp
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    """A whole run: the base model's path, the stages, LoRA and hyperparameters."""
+
+    base_model_path: str
+    stages: tuple[Stage, ...]
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    hyperparameters: Hyperparameters = field(default_factory=Hyperparameters)
+    parent_adapter: str = ""  # a local folder: training continues this adapter
+
+    def validate(self) -> None:
+        if not self.stages:
+            raise SpecError("a fine-tuning job needs at least one dataset")
+        for stage in self.stages:
+            if stage.kind not in STAGE_KINDS:
+                raise SpecError(f"a stage is sft or dpo, not {stage.kind!r}")
+            if stage.dataset.kind != stage.kind:
+                raise SpecError(
+                    f"export {stage.dataset.export_id} is a {stage.dataset.kind} dataset, "
+                    f"not {stage.kind}"
+                )
+            if not stage.dataset.parquet_files:
+                raise SpecError(f"export {stage.dataset.export_id} has no Parquet files")

@@ -1,0 +1,47 @@
+"""Which model version proposes an episode, and the proposer settings that make it do so.
+
+A project names the version that proposes (A) and may name a second one (B) with the share of
+episodes B gets. The choice is a function of the episode id alone — B when the first 8 bytes of
+``sha256("tandem-ab:<episode id>")`` fall below ``share`` of 2**64 — so it is the same in every
+process and when a step is proposed again after a restart. (The salt differs from the held-out
+split's, so that held-out episodes are not all A or all B.)
+
+The proposer settings are the project's own (sampling, timeouts, API key…) with the version's
+endpoint, served model name, coordinate style and label on top; the label is recorded on the
+episode and on every proposal, which is what acceptance rates per version group by.
+"""
+
+import hashlib
+from typing import Any
+
+from model_serving.models import ModelVersion
+
+AB_SALT = "tandem-ab:"
+VERSION_KEYS = ("proposer", "base_url", "model", "model_version", "style")
+
+
+def gets_version_b(episode_id: int, share: float) -> bool:
+    digest = hashlib.sha256(f"{AB_SALT}{episode_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") < share * 2**64
+
+
+def choose_version(
+    episode_id: int, a: ModelVersion | None, b: ModelVersion | None, share_b: float
+) -> ModelVersion | None:
+    """The version that proposes for this episode (None: the project's own model settings)."""
+    if b is not None and share_b > 0 and gets_version_b(episode_id, share_b):
+        return b
+    return a
+
+
+def proposer_settings(model_settings: dict[str, Any], version: ModelVersion) -> dict[str, Any]:
+    """The project's model settings with the version's endpoint and identity on top."""
+    kept = {k: v for k, v in model_settings.items() if k not in VERSION_KEYS}
+    return {
+        **kept,
+        "proposer": "openai",
+        "base_url": version.base_url,
+        "model": version.served_name,
+        "model_version": version.name,
+        "style": version.coordinate_style,
+    }
