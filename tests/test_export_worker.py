@@ -1,6 +1,7 @@
 """Exports through real Celery workers (``celery worker`` subprocesses on a queue of the test's
 own): a worker SIGKILLed in the middle of an export leaves nothing visible, and a new worker
-completes the export exactly once; a running export is cancelled between chunks.
+completes the export exactly once; a running export is cancelled between chunks; the
+``export_dataset`` command follows an export to its end and downloads it.
 
 "The middle" is made reliable by ``TANDEM_EXPORT_RECORD_DELAY_MS`` in the workers' environment
 (each record waits a little). The broker re-delivers an unacknowledged job after
@@ -8,12 +9,15 @@ completes the export exactly once; a running export is cancelled between chunks.
 older than ``TANDEM_EXPORT_STALE_SECONDS`` is taken over.
 """
 
+import hashlib
+import io
 import os
 import signal
 import time
 import uuid
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from annotation import exports
 from annotation.models import DatasetExport
@@ -122,3 +126,44 @@ def test_a_running_export_is_cancelled_between_chunks(engineer_api, export_setti
     assert cancelled.status == "cancelled" and cancelled.files == []
     assert cancelled.progress < 0.9
     assert stored(export_id) == []
+
+
+def test_the_export_dataset_command_follows_the_job_and_downloads_its_files(
+    engineer_api, export_settings, project, tmp_path
+):
+    out = io.StringIO()
+    with worker(export_settings, "cli"):
+        call_command(
+            "export_dataset",
+            user="erin",
+            project=project.pk,
+            kind="dpo",
+            format="trl",
+            review_status="unreviewed",
+            out=str(tmp_path / "pulled"),
+            poll=0.2,
+            stdout=out,
+        )
+    export = DatasetExport.objects.get()
+    assert export.status == "succeeded"
+    printed = out.getvalue()
+    assert f"export {export.pk} queued" in printed
+    assert "[##############################] 100% succeeded" in printed
+    assert "\r[" in printed and " running" in printed  # the bar moved while it ran
+    for entry in export.files:
+        data = (tmp_path / "pulled" / entry["name"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == entry["sha256"]
+    assert f"{export.counts['samples']} samples in 2 files" in printed
+
+
+def test_the_export_dataset_command_refuses_bad_requests(engineer_api, project, tmp_path):
+    base = {"user": "erin", "project": project.pk, "out": str(tmp_path), "stdout": io.StringIO()}
+    with pytest.raises(CommandError, match="Unknown kind 'rlhf'"):
+        call_command("export_dataset", kind="rlhf", **base)
+    with pytest.raises(CommandError, match="bad filters.*date_from"):
+        call_command("export_dataset", kind="sft", date_from="soon", **base)
+    with pytest.raises(CommandError, match="No annotator named 'nobody'"):
+        call_command("export_dataset", kind="sft", annotator="nobody", **base)
+    with pytest.raises(CommandError, match="may not do this"):
+        call_command("export_dataset", kind="sft", **{**base, "user": "ann"})
+    assert DatasetExport.objects.count() == 0
