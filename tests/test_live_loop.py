@@ -1,29 +1,21 @@
 """The live loop end to end: a real ASGI server, a real Celery worker owning a real desktop,
 the baseline proposer, and a WebSocket client deciding every kind of step."""
 
-import json
 import os
 import signal
 import uuid
 
 import httpx
 import pytest
-from celery import Celery
-from django.conf import settings
 from django.test import Client
-from websockets.sync.client import connect
 
 from annotation.models import Decision, Episode, EpisodeOutcome, Project, Step, Task, TaskStatus
 from backend.accounts.roles import Role
-from tests.services import BIN, child_env, free_port, port_open, running
+from tests.live import CSRF, TERMINAL, Socket, asgi, worker
+from tests.services import free_port
 from vm_pool import pool
-from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, host_queue
+from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 
-CSRF = "t" * 32
-# A terminal showing two words the baseline can read and click, one after the other.
-TERMINAL = ["xterm", "-fa", "DejaVu Sans Mono", "-fs", "24", "-geometry", "40x6+100+100", "-e",
-            "sh", "-c", "echo Archive Reports; exec sh"]  # fmt: skip
-BROKER = "redis://127.0.0.1:6379/13"
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 
@@ -33,72 +25,6 @@ def host(settings):
     yield settings.TANDEM_HOST
     for desktop in Desktop.objects.exclude(status=DesktopStatus.STOPPED):
         pool.stop_desktop(desktop.pk)
-
-
-def service_env(host: str) -> dict[str, str]:
-    low, high = settings.TANDEM_DISPLAY_RANGE
-    return child_env(
-        TANDEM_HOST=host,
-        TANDEM_DESKTOP_ROOT=str(settings.TANDEM_DESKTOP_ROOT),
-        TANDEM_DISPLAY_MIN=str(low),
-        TANDEM_DISPLAY_MAX=str(high),
-        TANDEM_REDIS_URL="redis://127.0.0.1:6379/14",  # the test's own channel groups
-        TANDEM_CELERY_BROKER_URL=BROKER,  # and its own queues: no other worker takes its jobs
-    )
-
-
-def worker(host: str):
-    name = f"{host}@loop"
-    queues = f"{host_queue(host)},model"
-    command = [
-        str(BIN / "celery"),
-        "-A",
-        "backend",
-        "worker",
-        "-Q",
-        queues,
-        "-n",
-        name,
-        "-l",
-        "INFO",
-    ]
-    command += ["--pool", "threads", "-c", "4", "--without-gossip", "--without-mingle"]
-
-    def ready() -> bool:
-        return bool(Celery(broker=BROKER, set_as_current=False).control.ping([name], timeout=0.5))
-
-    return running(command, service_env(host), ready, 60)
-
-
-def asgi(host: str, port: int):
-    command = [str(BIN / "uvicorn"), "backend.asgi:application", "--port", str(port)]
-    return running(command, service_env(host), port_open(port))
-
-
-class Socket:
-    """A WebSocket client of one episode that remembers every event it received."""
-
-    def __init__(self, server: str, episode: int, cookie: str) -> None:
-        self.ws = connect(  # noqa: SIM115  (closed by close())
-            f"ws://{server}/ws/episodes/{episode}/",
-            additional_headers={"Cookie": cookie},
-            origin=f"http://{server}",
-        )
-        self.events: list[dict] = []
-
-    def next(self, event: str, timeout: float = 60, **match) -> dict:
-        while True:
-            message = json.loads(self.ws.recv(timeout=timeout))
-            self.events.append(message)
-            payload = message["payload"]
-            if message["event"] == event and all(payload.get(k) == v for k, v in match.items()):
-                return payload
-
-    def send(self, **message) -> None:
-        self.ws.send(json.dumps(message))
-
-    def close(self) -> None:
-        self.ws.close()
 
 
 def test_an_episode_with_every_decision_survives_a_server_restart(host, make_user, project):

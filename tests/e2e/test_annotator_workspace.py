@@ -1,0 +1,296 @@
+"""The annotator's workspace in headless Chromium against real services: uvicorn serving the
+built web app, a Celery worker owning a real desktop, websockify streaming it to noVNC, and the
+UI-TARS proposer pointed at the scripted fake model server, so every proposal is known.
+
+The annotator signs in on the sign-in page, starts a task, sees the live desktop (real frames
+in the noVNC canvas), approves a proposal with Enter, corrects two by clicking on the desktop
+at two window sizes (the stored point is the screen pixel under the click, within 1 px), keeps
+an error and writes the reflection, then finishes. The manager's and reviewer's pages then
+take the recorded episode over (``manager_flow``). Screenshots go to var/e2e-screenshots/.
+No console error or uncaught page error is allowed at any point.
+"""
+
+import math
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.db import connections
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from annotation.models import Decision, Episode, EpisodeOutcome, Project, Step, Task, TaskStatus
+from backend.accounts.models import User
+from backend.accounts.roles import Role
+from tests.conftest import PASSWORD
+from tests.e2e.manager_flow import CHROMIUM_ARGS, BrowserErrors, check_manager_and_reviewer
+from tests.fake_model_server import Reply, serving
+from tests.live import TERMINAL, asgi, websockify, worker
+from tests.services import free_port
+from vm_pool import pool
+from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
+
+# Redis databases of this suite alone, so that it can run beside the other live suites.
+BROKER, CHANNELS = "redis://127.0.0.1:6379/10", "redis://127.0.0.1:6379/11"
+SHOTS = Path(__file__).resolve().parents[2] / "var" / "e2e-screenshots"
+SCREEN = (1280, 800)
+ROOT_COLOUR = "#2a6f97"
+MODEL = "ui-tars-1.5-7b"
+# UI-TARS-1.5 answers in the smart-resized screenshot's pixels: 1280×800 becomes 1288×812.
+PROPOSALS = [
+    "Thought: The terminal is open; click into it.\nAction: click(start_box='(644,406)')",
+    "Thought: Click the word Archive.\nAction: click(start_box='(200,150)')",
+    "Thought: Now the word Reports.\nAction: click(start_box='(400,150)')",
+    "Thought: Scroll down to find more.\nAction: scroll(start_box='(644,406)', direction='down')",
+    "Thought: Scrolling did not help; type the command.\nAction: type(content='ls\\n')",
+    "Thought: The task is done.\nAction: finished(content='')",
+]
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+T = TypeVar("T")
+
+
+@pytest.fixture
+def host(settings):
+    settings.TANDEM_HOST = f"e2e-{uuid.uuid4().hex[:8]}"
+    yield settings.TANDEM_HOST
+    for desktop in Desktop.objects.exclude(status=DesktopStatus.STOPPED):
+        pool.stop_desktop(desktop.pk)
+
+
+@contextmanager
+def chromium(monkeypatch) -> Iterator[Browser]:
+    """Debian's Chromium, headless. Playwright's sync API runs an event loop in this thread;
+    the test's synchronous database checks need Django's leave, given only once the services
+    run so that their processes do not inherit it. While that loop runs, Django hands out
+    connections of their own; they are closed before it stops, or the test database could not
+    be dropped."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            yield browser
+        finally:
+            connections.close_all()
+            browser.close()
+
+
+def eventually(read: Callable[[], T | None], what: str, seconds: float = 30) -> T:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = read()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def decided(episode_id: int, index: int) -> Step:
+    return eventually(
+        lambda: (
+            Step.objects.filter(episode_id=episode_id, index=index).exclude(decision="").first()
+        ),
+        f"step {index} to be decided",
+    )
+
+
+def annotator_who_can_sign_in(project: Project) -> User:
+    """An annotator whose password the web server's own hashers can check (the tests' fast
+    hasher is only configured in the test process)."""
+    user = User.objects.create(username="annie", first_name="Annie")
+    hasher = PBKDF2PasswordHasher()
+    user.password = hasher.encode(PASSWORD, hasher.salt(), iterations=1000)
+    user.save(update_fields=["password"])
+    project.memberships.create(user=user, role=Role.ANNOTATOR)
+    return user
+
+
+def canvas_colours(page: Page) -> dict[str, int]:
+    """How many sampled pixels of the noVNC canvas are lit, and how many colours there are."""
+    return page.locator("[data-testid=desktop-vnc] canvas").evaluate(
+        """(canvas) => {
+            const context = canvas.getContext('2d');
+            const data = context.getImageData(0, 0, canvas.width, canvas.height).data;
+            const colours = new Set();
+            let lit = 0;
+            for (let i = 0; i < data.length; i += 4 * 101) {
+                if (data[i] + data[i + 1] + data[i + 2] > 60) lit++;
+                colours.add((data[i] << 16) | (data[i + 1] << 8) | data[i + 2]);
+            }
+            return {lit, colours: colours.size, width: canvas.width, height: canvas.height};
+        }"""
+    )
+
+
+def wait_for_proposal(page: Page, step: int) -> None:
+    expect(page.get_by_test_id(f"trajectory-step-{step}")).to_be_attached(timeout=30_000)
+    expect(page.get_by_test_id("phase")).to_have_text("Your decision", timeout=30_000)
+
+
+def click_desktop(page: Page, fx: float, fy: float) -> tuple[int, int]:
+    """Click the live desktop at a fraction of its drawn box; the screen pixel expected there."""
+    box = page.locator("[data-testid=desktop-vnc] canvas").bounding_box()
+    assert box is not None
+    x, y = round(box["x"] + fx * box["width"]), round(box["y"] + fy * box["height"])
+    page.mouse.click(x, y)
+    return (
+        math.floor((x - box["x"]) * SCREEN[0] / box["width"]),
+        math.floor((y - box["y"]) * SCREEN[1] / box["height"]),
+    )
+
+
+def assert_within_a_pixel(stored: Any, expected: tuple[int, int]) -> None:
+    assert abs(stored[0] - expected[0]) <= 1 and abs(stored[1] - expected[1]) <= 1, (
+        stored,
+        expected,
+    )
+
+
+def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
+    host, project, make_user, monkeypatch
+):
+    DesktopTemplate.objects.create(
+        name="e2e",
+        width=SCREEN[0],
+        height=SCREEN[1],
+        min_ready=0,
+        autostart=[["xsetroot", "-solid", ROOT_COLOUR]],
+    )
+    annie = annotator_who_can_sign_in(project)
+    make_user("mona", project, Role.MANAGER)
+    make_user("rex", project, Role.REVIEWER)
+    task = Task.objects.create(
+        project=project,
+        external_id="e2e-1",
+        instruction="Open the Archive folder, then the Reports folder",
+        setup=[{"type": "launch", "parameters": {"command": TERMINAL}}],
+        max_steps=10,
+    )
+    desktop = pool.start_desktop(pool.create_desktop(DesktopTemplate.objects.get(), host).pk)
+    assert desktop.status == DesktopStatus.READY, desktop.broken_reason
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    print(f"\nscreenshots of the browser run: {SHOTS}")
+    port, stream_port = free_port(), free_port()
+    base = f"http://127.0.0.1:{port}"
+
+    with ExitStack() as services:
+        model = services.enter_context(serving(MODEL))
+        model.script(*(Reply.text(text, chunk_chars=8, chunk_delay_s=0.02) for text in PROPOSALS))
+        model.default = Reply.text("Thought: Wait for the screen.\nAction: wait()")
+        Project.objects.filter(pk=project.pk).update(
+            environment_template="e2e",
+            model_settings={"proposer": "openai", "base_url": model.base_url, "model": MODEL},
+        )
+        services.enter_context(websockify(stream_port))
+        services.enter_context(worker(host, BROKER, CHANNELS))
+        stream_url = f"ws://127.0.0.1:{stream_port}"
+        services.enter_context(
+            asgi(host, port, BROKER, CHANNELS, TANDEM_WEBSOCKIFY_PUBLIC_URL=stream_url)
+        )
+        browser = services.enter_context(chromium(monkeypatch))
+        context = browser.new_context(viewport={"width": 1366, "height": 768}, base_url=base)
+        errors = BrowserErrors(context)
+        page = context.new_page()
+
+        # Sign in on the sign-in page; it lands in the app.
+        page.goto("/")
+        page.get_by_label("Username").fill(annie.username)
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("heading", name="Welcome, Annie")).to_be_visible()
+        page.get_by_role("navigation", name="Main").get_by_role("link", name="Annotate").click()
+        page.get_by_role("button", name="Start next task").click()
+        page.wait_for_url("**/app/annotate/episodes/*", timeout=30_000)
+        episode_id = int(page.url.rstrip("/").rsplit("/", 1)[1])
+        expect(page.get_by_text(task.instruction)).to_be_visible()
+
+        # The live desktop shows real frames.
+        expect(page.get_by_test_id("stream-state")).to_have_text("stream: live", timeout=30_000)
+        frame = eventually(
+            lambda: (c := canvas_colours(page))["lit"] > 0 and c["colours"] > 2 and c,
+            "the desktop's frames in the noVNC canvas",
+        )
+        assert (frame["width"], frame["height"]) == SCREEN
+
+        # 1: approve the proposal, drawn on the desktop, with Enter.
+        wait_for_proposal(page, 1)
+        expect(page.get_by_test_id("proposal-action")).to_have_text("click at (640, 400)")
+        expect(page.get_by_test_id("overlay-proposal")).to_be_visible()
+        page.screenshot(path=str(SHOTS / "workspace-proposal.png"))
+        page.keyboard.press("Enter")
+        first = decided(episode_id, 1)
+        assert (first.decision, first.final_action) == (
+            Decision.ACCEPTED,
+            {"type": "click", "point": [640, 400]},
+        )
+
+        # 2: correct it by clicking on the desktop, at 1366×768.
+        wait_for_proposal(page, 2)
+        expected = click_desktop(page, 0.3, 0.6)
+        page.get_by_label("Thought").fill("The Archive word is lower down; click it there.")
+        page.screenshot(path=str(SHOTS / "workspace-correction-1366.png"))
+        page.keyboard.press("Control+Enter")
+        second = decided(episode_id, 2)
+        assert second.decision == Decision.CORRECTED and second.final_action["type"] == "click"
+        assert_within_a_pixel(second.final_action["point"], expected)
+        assert second.final_thought == "The Archive word is lower down; click it there."
+
+        # 3: the same at 1920×1080, through the Correct button.
+        page.set_viewport_size({"width": 1920, "height": 1080})
+        wait_for_proposal(page, 3)
+        page.get_by_role("button", name="Correct").click()
+        expected = click_desktop(page, 0.71, 0.27)
+        page.screenshot(path=str(SHOTS / "workspace-correction-1920.png"))
+        page.get_by_role("button", name="Submit step").click()
+        third = decided(episode_id, 3)
+        assert third.decision == Decision.CORRECTED
+        assert_within_a_pixel(third.final_action["point"], expected)
+        assert third.final_thought == "Now the word Reports."  # the model's, kept
+
+        # 4: keep the model's wrong scroll on purpose (K), then write the reflection.
+        page.set_viewport_size({"width": 1366, "height": 768})
+        wait_for_proposal(page, 4)
+        page.keyboard.press("k")
+        fourth = decided(episode_id, 4)
+        assert fourth.decision == Decision.ERROR_KEPT
+        assert fourth.final_action["type"] == "scroll"
+        wait_for_proposal(page, 5)
+        expect(page.get_by_text("Reflection step.")).to_be_visible()
+        editor = page.get_by_role("form", name="Your reflective step")
+        editor.get_by_label("Action").select_option("hotkey")
+        editor.get_by_label("Keys").fill("ctrl l")
+        editor.get_by_label("Thought").fill("Scrolling was wrong: nothing moved. Clear the screen.")
+        page.screenshot(path=str(SHOTS / "workspace-reflection.png"))
+        page.keyboard.press("Control+Enter")
+        fifth = decided(episode_id, 5)
+        assert fifth.decision == Decision.CORRECTED
+        assert fifth.final_action == {"type": "hotkey", "keys": ["ctrl", "l"]}
+
+        # 6: finish (F), with the answer empty.
+        wait_for_proposal(page, 6)
+        page.keyboard.press("f")
+        page.get_by_label("Thought").fill("Both folders were opened.")
+        page.get_by_role("button", name="Submit step").click()
+        expect(page.get_by_test_id("phase")).to_have_text("Episode ended", timeout=30_000)
+        expect(page.get_by_role("heading", name="Episode ended: finished")).to_be_visible()
+        page.screenshot(path=str(SHOTS / "workspace-ended.png"))
+        episode = Episode.objects.get(pk=episode_id)
+        assert episode.outcome == EpisodeOutcome.FINISHED
+        assert Task.objects.get(pk=task.pk).status == TaskStatus.SUBMITTED
+        assert [s.decision for s in episode.steps.order_by("index")] == [
+            "accepted",
+            "corrected",
+            "corrected",
+            "error_kept",
+            "corrected",
+            "corrected",
+        ]
+        errors.assert_none()
+        context.close()
+
+        check_manager_and_reviewer(browser, base, episode_id, project.pk, SHOTS, "mona", "rex")
