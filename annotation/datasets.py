@@ -231,12 +231,16 @@ def _episodes(filters: Filters, kind: str) -> QuerySet[Episode]:
             Q(review_verdict=Review.Verdict.REJECTED) | Q(outcome=EpisodeOutcome.ABANDONED)
         )
     steps = Step.objects.filter(decided_at__isnull=False).select_related("observation")
+    # Prefetched into plain lists (to_attr): Django then builds no queryset per step.
     prefetches: list[Prefetch[Any]] = [
-        Prefetch("steps", queryset=steps.order_by("index")),
-        Prefetch("steps__revisions"),
+        Prefetch("steps", queryset=steps.order_by("index"), to_attr="decided_steps"),
+        Prefetch("decided_steps__revisions", to_attr="revision_list"),
     ]
     if kind == DatasetExport.Kind.DPO:
-        prefetches.append(Prefetch("steps__proposals", queryset=Proposal.objects.order_by("rank")))
+        by_rank = Proposal.objects.order_by("rank")
+        prefetches.append(
+            Prefetch("decided_steps__proposals", queryset=by_rank, to_attr="proposal_list")
+        )
     return episodes.prefetch_related(*prefetches).order_by("id")
 
 
@@ -272,8 +276,8 @@ def _target(thought: str, action_json: dict[str, Any]) -> StepTarget:
 
 def _finals(episode: Episode) -> list[_Final]:
     finals = []
-    for step in episode.steps.all():
-        revisions = step.revisions.all()
+    for step in episode.decided_steps:  # type: ignore[attr-defined]
+        revisions = step.revision_list
         latest = max(revisions, key=lambda r: r.number) if revisions else None
         if latest is not None:
             finals.append(_Final(step, latest.decision, latest.final_thought, latest.final_action))
@@ -297,7 +301,7 @@ def _context(episode: Episode, turns: list[HistoryTurn], at: int) -> Context:
 
 
 def _model_proposal(step: Step) -> Proposal | None:
-    proposals = list(step.proposals.all())
+    proposals: list[Proposal] = step.proposal_list  # type: ignore[attr-defined]
     picked = next((p for p in proposals if p.pk == step.chosen_proposal_id), None)
     if picked is not None and picked.is_valid:
         return picked

@@ -18,7 +18,9 @@ conversation over the whole episode, every step's screenshot included.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from annotation.datasets import Context, CtSample, HistoryTurn, StepTarget
@@ -43,9 +45,14 @@ def answer_text(target: StepTarget, screen: ScreenSize, style: str) -> str:
 
 
 def _history_text(turn: HistoryTurn, style: str) -> str:
-    return answer_text(
-        StepTarget(turn.thought, turn.action_json, turn.action_text), turn.screen, style
-    )
+    action = json.dumps(turn.action_json, sort_keys=True)
+    return _cached_answer_text(turn.thought, action, turn.screen, style)
+
+
+@lru_cache(maxsize=1024)
+def _cached_answer_text(thought: str, action_json: str, screen: ScreenSize, style: str) -> str:
+    # Every later step of an episode repeats the earlier ones in its context: render each once.
+    return assistant_text(thought, Action.from_json(json.loads(action_json)), screen, style)
 
 
 def _opening(instruction: str, platform: str) -> list[Turn]:
