@@ -60,6 +60,7 @@ from annotation.models import (
     Review,
     Step,
 )
+from model_serving.evaluation import is_held_out
 from model_serving.proposers.base import IMAGE_WINDOW
 from vm_pool.actions import Action, ScreenSize
 
@@ -75,6 +76,7 @@ REFLECTION_EQUALS_PROPOSAL = "reflection equal to the model's proposal"
 REFLECTION_IS_ERROR_KEPT = "step after an error_kept is itself an error_kept"
 NO_REFLECTIVE_STEP = "error_kept without a usable next step"
 REJECTED_WITHOUT_PREFIX = "episode rejected without a first wrong step"
+HELD_OUT = "episode held out for evaluation"
 
 
 # --- records -------------------------------------------------------------------------------
@@ -160,6 +162,9 @@ class Filters:
     model_version: str | None = None
     review_status: ReviewStatus = "any"
     annotator_id: int | None = None
+    # Leave out the held-out split (model_serving.evaluation.is_held_out): datasets meant for
+    # fine-tuning must, so that offline evaluation scores steps the model never trained on.
+    exclude_held_out: bool = False
 
 
 @dataclass
@@ -190,6 +195,9 @@ def iter_samples(
         raise ValueError(f"unknown dataset kind {kind!r}; one of {', '.join(DatasetExport.Kind)}")
     tally = tally if tally is not None else Tally()
     for episode in _episodes(filters, kind).iterator(chunk_size=chunk_size):
+        if filters.exclude_held_out and is_held_out(episode.pk):
+            tally.skipped[HELD_OUT] += 1
+            continue
         if kind == DatasetExport.Kind.CT:
             records: Iterable[Sample] = [_ct_sample(episode)]
         else:

@@ -33,7 +33,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from annotation import queue
+from annotation import model_versions, queue
 from annotation.models import (
     Decision,
     Episode,
@@ -105,13 +105,14 @@ def start_episode(user: User, projects: Any) -> Episode:
     running = Episode.objects.filter(task=task, ended_at__isnull=True).first()
     if running is not None:
         return running
-    project = Project.objects.get(pk=task.project_id)
+    project = Project.objects.select_related("model_version", "version_b").get(pk=task.project_id)
     template = pool.template_named(project.environment_template)
     with transaction.atomic():
         desktop = pool.lease_desktop(
             template, user, f"task:{task.pk}", settings.TANDEM_LEASE_SECONDS
         )
         episode = Episode.objects.create(task=task, annotator=user, desktop=desktop)
+        model_versions.assign_version(episode, project)
         send_after_commit("annotation.jobs.prepare_episode", [episode.pk], host_queue(desktop.host))
     return episode
 

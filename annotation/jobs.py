@@ -14,7 +14,7 @@ from celery import shared_task
 from django.conf import settings
 from django.core.files.storage import default_storage
 
-from annotation import episodes, exports, queue
+from annotation import episodes, exports, model_versions, queue
 from annotation.models import Step
 from backend.notifications import send_now
 from model_serving.proposers.base import (
@@ -103,7 +103,9 @@ def proposal_request(step: Step) -> ProposalRequest:
 @shared_task(name="annotation.jobs.propose_step", acks_late=True)
 def propose_step(step_id: int) -> None:
     """Ask the project's proposer for a step, streaming its text to the episode's sockets."""
-    step = Step.objects.select_related("episode__task__project", "observation").get(pk=step_id)
+    step = Step.objects.select_related(
+        "episode__task__project", "episode__served_version", "observation"
+    ).get(pk=step_id)
     if step.episode.ended_at is not None or step.proposals.exists():
         return
     group = episodes.episode_group(step.episode_id)
@@ -127,7 +129,7 @@ def propose_step(step_id: int) -> None:
             await asyncio.to_thread(flush)
 
     try:
-        proposer = get_proposer(step.episode.task.project.model_settings)
+        proposer = get_proposer(model_versions.episode_model_settings(step.episode))
         result = asyncio.run(proposer.propose(proposal_request(step), on_text))
     except (ModelUnavailable, ProposerMisconfigured) as error:
         flush()
@@ -135,3 +137,9 @@ def propose_step(step_id: int) -> None:
         return
     flush()
     episodes.record_proposals(step_id, result)
+
+
+@shared_task(name="annotation.jobs.evaluate_model_version", acks_late=True)
+def evaluate_model_version(run_id: int) -> str:
+    """Offline evaluation of a model version on a project's held-out steps (``exports``)."""
+    return model_versions.run_evaluation(run_id)

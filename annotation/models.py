@@ -32,6 +32,23 @@ class Project(models.Model):
     )
     guidelines = models.TextField(blank=True, help_text="What annotators should know (Markdown).")
     default_max_steps = models.PositiveIntegerField(default=30)
+    # The registered model version that proposes (empty: model_settings as they are), and a
+    # second one that proposes for a share of the episodes (see annotation/model_versions.py).
+    model_version = models.ForeignKey(
+        "model_serving.ModelVersion",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="projects_a",
+    )
+    version_b = models.ForeignKey(
+        "model_serving.ModelVersion",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="projects_b",
+    )
+    version_b_share = models.FloatField(default=0.0)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -39,6 +56,12 @@ class Project(models.Model):
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(version_b_share__gte=0) & Q(version_b_share__lte=1),
+                name="project_version_b_share_0_1",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -202,6 +225,14 @@ class Episode(models.Model):
     )
     model_name = models.CharField(max_length=200, blank=True)
     model_version = models.CharField(max_length=200, blank=True)
+    # The registered version chosen for this episode when it started, if the project runs one.
+    served_version = models.ForeignKey(
+        "model_serving.ModelVersion",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="episodes",
+    )
     started_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
     outcome = models.CharField(max_length=16, choices=EpisodeOutcome.choices, blank=True)

@@ -15,6 +15,11 @@ from annotation.api import (
     TaskViewSet,
 )
 from annotation.api_exports import ExportViewSet
+from annotation.api_models import (
+    FineTuneJobViewSet,
+    ModelVersionViewSet,
+    ProjectModelVersionsView,
+)
 from annotation.api_stats import (
     AcceptanceView,
     ProgressBoardView,
@@ -31,6 +36,8 @@ router.register("memberships", MembershipViewSet, basename="membership")
 router.register("tasks", TaskViewSet, basename="task")
 router.register("episodes", EpisodeViewSet, basename="episode")
 router.register("exports", ExportViewSet, basename="export")
+router.register("finetune-jobs", FineTuneJobViewSet, basename="finetune-job")
+router.register("model-versions", ModelVersionViewSet, basename="model-version")
 router.register("tokens", AccessTokenViewSet, basename="token")
 router.register("desktops", DesktopViewSet, basename="desktop")
 
@@ -48,6 +55,11 @@ urlpatterns = [
     path("api/projects/<int:pk>/board/", ProgressBoardView.as_view(), name="project-board"),
     path("api/projects/<int:pk>/throughput/", ThroughputView.as_view(), name="project-throughput"),
     path("api/projects/<int:pk>/acceptance/", AcceptanceView.as_view(), name="project-acceptance"),
+    path(
+        "api/projects/<int:pk>/model-versions/",
+        ProjectModelVersionsView.as_view(),
+        name="project-model-versions",
+    ),
     path("api/review-queue/", ReviewQueueView.as_view(), name="review-queue"),
     path("api/", include(router.urls)),
     path("api/me/", MeView.as_view(), name="me"),

@@ -1,8 +1,8 @@
 """Starts vLLM serving UI-TARS on this machine, with the flags of ``model_serving.vllm``.
 
-It prints the command first; ``--dry-run`` only prints it. ``--version NAME`` adds the adapter
-of a registered model version, loaded at start (``--lora-modules``). The command replaces this
-process (``exec``), so vLLM receives the signals a supervisor sends.
+It prints the command first; ``--dry-run`` only prints it. ``--model-version NAME`` adds the
+adapter of a registered model version, loaded at start (``--lora-modules``). The command
+replaces this process (``exec``), so vLLM receives the signals a supervisor sends.
 """
 
 import os
@@ -26,7 +26,7 @@ class Command(BaseCommand):
             "--served-name", help="the name clients ask for (default: the model id)"
         )
         parser.add_argument(
-            "--version",
+            "--model-version",
             action="append",
             default=[],
             metavar="NAME",
@@ -40,7 +40,7 @@ class Command(BaseCommand):
             options["model"],
             port=options["port"],
             served_name=options["served_name"],
-            lora_modules=self._adapters(options["version"], options["dry_run"]),
+            lora_modules=self._adapters(options["model_version"], options["dry_run"]),
         )
         self.stdout.write(command.shell())
         if options["dry_run"]:

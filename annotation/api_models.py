@@ -1,0 +1,424 @@
+"""The API of fine-tuning jobs, model versions and offline evaluation (design §7, §8).
+
+- ``POST /api/finetune-jobs/`` ``{exports: [ids, in stage order], base_model, version_name,
+  parent_version?, base_url?, lora?, hyperparameters?, name?}`` → 201, the job, queued on the
+  ``train`` queue (the web process only records and enqueues). ``GET /api/finetune-jobs/``,
+  ``GET /api/finetune-jobs/{id}/``: status, progress, loss curve, logs, error, the version it
+  registered. ``POST /api/finetune-jobs/{id}/cancel/``.
+- ``GET /api/model-versions/``, ``GET /api/model-versions/{id}/``: base model, adapter,
+  endpoint, serving status, lineage (job, parent, datasets with sha256s, library versions) and
+  the latest offline evaluations. ``POST /api/model-versions/`` registers a version made
+  elsewhere (a base model on an endpoint, or an adapter already in storage).
+  ``POST /api/model-versions/{id}/serve/`` → 202: a job loads it on its endpoint and checks
+  that the endpoint lists it. ``POST /api/model-versions/{id}/evaluations/`` ``{project,
+  tolerance?}`` → 201: a job scores it on the project's held-out steps;
+  ``GET …/evaluations/`` lists the runs.
+- ``GET /api/projects/{id}/model-versions/``: the versions the project runs (A, B and B's
+  share) and, for every version that proposed there, its live acceptance rate next to its
+  latest offline step success rate on the project. ``PUT`` the same path with
+  ``{model_version, version_b, version_b_share}`` chooses them.
+
+Who: engineers (``manage_datasets``) create jobs, register, serve and evaluate versions;
+engineers and managers (``read_datasets``) read jobs of their projects and all versions;
+managers (``manage_tasks``) choose a project's versions; the project overview is for anyone
+who may view its episodes or read its datasets. Tokens need ``models:read`` / ``models:write``.
+"""
+
+from datetime import timedelta
+from functools import reduce
+from operator import or_
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation import access, model_versions, stats
+from annotation.models import Project
+from backend.accounts.models import User
+from backend.accounts.roles import Capability
+from backend.celery import send_after_commit
+from model_serving import finetune
+from model_serving.evaluation import DEFAULT_TOLERANCE
+from model_serving.models import EvaluationRun, FineTuneJob, ModelVersion
+
+ACCEPTANCE_DAYS = 365
+# An OpenAI-compatible base URL; service names without a dot (http://vllm:8000/v1) included.
+ENDPOINT = r"^https?://[^\s/]+(/\S*)?$"
+
+
+def _require_anywhere(user: User, capability: Capability) -> None:
+    if not (user.is_superuser or access.projects_where(user, capability).exists()):
+        raise PermissionDenied(f"You may not do this in any project ({capability.value}).")
+
+
+# --- serializers ----------------------------------------------------------------------------
+
+
+class EvaluationSerializer(serializers.ModelSerializer):
+    model_version = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = EvaluationRun
+        fields = [
+            "id",
+            "model_version",
+            "project_id",
+            "status",
+            "progress",
+            "tolerance",
+            "total",
+            "succeeded",
+            "invalid",
+            "success_rate",
+            "by_action",
+            "results",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+
+
+class ModelVersionSerializer(serializers.ModelSerializer):
+    parent = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    served_name = serializers.CharField(read_only=True)
+    evaluations = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ModelVersion
+        fields = [
+            "id",
+            "name",
+            "served_name",
+            "base_model",
+            "base_model_path",
+            "base_url",
+            "coordinate_style",
+            "adapter_location",
+            "parent",
+            "job",
+            "lineage",
+            "serving_status",
+            "serving_error",
+            "served_at",
+            "created_at",
+            "evaluations",
+        ]
+        read_only_fields = fields
+
+    def get_evaluations(self, version: ModelVersion) -> list[dict[str, Any]]:
+        runs = sorted(version.evaluations.all(), key=lambda run: run.created_at, reverse=True)
+        return [
+            {k: v for k, v in EvaluationSerializer(run).data.items() if k != "results"}
+            for run in runs[:5]
+        ]
+
+
+class ModelVersionCreateSerializer(serializers.Serializer):
+    name = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$", max_length=200)
+    base_model = serializers.CharField(max_length=500)
+    base_url = serializers.RegexField(ENDPOINT, max_length=500)
+    coordinate_style = serializers.ChoiceField(
+        choices=["uitars15", "relative1000"], default="uitars15"
+    )
+    adapter_location = serializers.CharField(max_length=500, required=False, default="")
+    parent = serializers.SlugRelatedField(
+        slug_field="name", queryset=ModelVersion.objects.all(), required=False, allow_null=True
+    )
+
+    def validate_name(self, name: str) -> str:
+        if ModelVersion.objects.filter(name=name).exists():
+            raise serializers.ValidationError("A model version with this name exists.")
+        return name
+
+
+class FineTuneJobSerializer(serializers.ModelSerializer):
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    parent_version = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    model_version = serializers.SerializerMethodField()
+
+    class Meta:
+        model = FineTuneJob
+        fields = [
+            "id",
+            "name",
+            "status",
+            "progress",
+            "base_model",
+            "base_model_path",
+            "parent_version",
+            "stages",
+            "project_ids",
+            "lora",
+            "hyperparameters",
+            "version_name",
+            "base_url",
+            "loss_curve",
+            "logs",
+            "error",
+            "cancel_requested",
+            "artifacts_location",
+            "attempt",
+            "model_version",
+            "created_by",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+    def get_model_version(self, job: FineTuneJob) -> dict[str, Any] | None:
+        version = ModelVersion.objects.filter(job=job).first()
+        return None if version is None else {"id": version.pk, "name": version.name}
+
+
+class FineTuneJobCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False, default="")
+    exports = serializers.ListField(child=serializers.IntegerField(), min_length=1, max_length=8)
+    base_model = serializers.CharField(max_length=500, required=False, default="")
+    version_name = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$", max_length=200)
+    parent_version = serializers.SlugRelatedField(
+        slug_field="name", queryset=ModelVersion.objects.all(), required=False, allow_null=True
+    )
+    base_url = serializers.RegexField(ENDPOINT, max_length=500, required=False, default="")
+    lora = serializers.DictField(required=False, default=dict)
+    hyperparameters = serializers.DictField(required=False, default=dict)
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        if not data["base_model"] and data.get("parent_version") is None:
+            raise serializers.ValidationError({"base_model": ["Give a base model or a parent."]})
+        return data
+
+
+class EvaluationCreateSerializer(serializers.Serializer):
+    project = serializers.IntegerField()
+    tolerance = serializers.FloatField(default=DEFAULT_TOLERANCE)
+
+
+class ProjectVersionsSerializer(serializers.Serializer):
+    model_version = serializers.SlugRelatedField(
+        slug_field="name", queryset=ModelVersion.objects.all(), allow_null=True
+    )
+    version_b = serializers.SlugRelatedField(
+        slug_field="name", queryset=ModelVersion.objects.all(), allow_null=True, required=False
+    )
+    version_b_share = serializers.FloatField(default=0.0)
+
+
+# --- views ----------------------------------------------------------------------------------
+
+
+class FineTuneJobViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    viewsets.GenericViewSet,
+):
+    token_resource = "models"
+    queryset = FineTuneJob.objects.none()  # the schema's model; requests use get_queryset
+    serializer_class = FineTuneJobSerializer
+    filterset_fields = ["status"]
+    ordering_fields = ["created_at"]
+
+    def get_queryset(self) -> QuerySet[FineTuneJob]:
+        user = self.request.user
+        jobs = FineTuneJob.objects.select_related("created_by", "parent_version")
+        if user.is_superuser:
+            return jobs
+        projects = list(access.projects_where(user, Capability.READ_DATASETS).values_list("pk"))
+        if not projects:
+            return jobs.none()
+        return jobs.filter(reduce(or_, (Q(project_ids__contains=[pk]) for (pk,) in projects)))
+
+    def get_serializer_class(self) -> type[serializers.Serializer]:
+        if self.action == "create":
+            return FineTuneJobCreateSerializer
+        return FineTuneJobSerializer
+
+    @extend_schema(request=FineTuneJobCreateSerializer, responses={201: FineTuneJobSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        _require_anywhere(request.user, Capability.MANAGE_DATASETS)
+        body = FineTuneJobCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        given = body.validated_data
+        stages, project_ids = model_versions.training_stages(request.user, given["exports"])
+        job = finetune.create_job(
+            stages=stages,
+            base_model=given["base_model"],
+            version_name=given["version_name"],
+            project_ids=project_ids,
+            created_by=request.user,
+            lora=given["lora"],
+            hyperparameters=given["hyperparameters"],
+            parent_version=given.get("parent_version"),
+            base_url=given["base_url"],
+            name=given["name"],
+        )
+        return Response(FineTuneJobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: FineTuneJobSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        job = self.get_object()
+        projects = Project.objects.filter(pk__in=job.project_ids)
+        if not request.user.is_superuser and not projects.filter(
+            pk__in=access.projects_where(request.user, Capability.MANAGE_DATASETS)
+        ):
+            raise PermissionDenied("Only the engineers of the job's projects may cancel it.")
+        return Response(FineTuneJobSerializer(finetune.cancel_job(job.pk)).data)
+
+
+class ModelVersionViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    viewsets.GenericViewSet,
+):
+    token_resource = "models"
+    queryset = ModelVersion.objects.none()  # the schema's model; requests use get_queryset
+    serializer_class = ModelVersionSerializer
+    filterset_fields = ["serving_status", "base_model"]
+    search_fields = ["name", "base_model"]
+    ordering_fields = ["created_at", "name"]
+
+    def get_queryset(self) -> QuerySet[ModelVersion]:
+        _require_anywhere(self.request.user, Capability.READ_DATASETS)
+        return ModelVersion.objects.select_related("parent").prefetch_related("evaluations")
+
+    def get_serializer_class(self) -> type[serializers.Serializer]:
+        if self.action == "create":
+            return ModelVersionCreateSerializer
+        if self.action == "evaluations" and self.request.method == "POST":
+            return EvaluationCreateSerializer
+        return ModelVersionSerializer
+
+    @extend_schema(request=ModelVersionCreateSerializer, responses={201: ModelVersionSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        _require_anywhere(request.user, Capability.MANAGE_DATASETS)
+        body = ModelVersionCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        version = ModelVersion.objects.create(
+            **body.validated_data, lineage={"registered": True}, created_by=request.user
+        )
+        return Response(ModelVersionSerializer(version).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={202: ModelVersionSerializer})
+    @action(detail=True, methods=["post"])
+    def serve(self, request: Request, pk: str | None = None) -> Response:
+        _require_anywhere(request.user, Capability.MANAGE_DATASETS)
+        version = self.get_object()
+        ModelVersion.objects.filter(pk=version.pk).update(
+            serving_status=ModelVersion.Serving.LOADING, serving_error=""
+        )
+        send_after_commit("model_serving.jobs.serve_model_version", [version.pk], "default")
+        version.refresh_from_db()
+        return Response(ModelVersionSerializer(version).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        methods=["POST"], request=EvaluationCreateSerializer, responses={201: EvaluationSerializer}
+    )
+    @extend_schema(methods=["GET"], responses={200: EvaluationSerializer(many=True)})
+    @action(detail=True, methods=["get", "post"])
+    def evaluations(self, request: Request, pk: str | None = None) -> Response:
+        version = self.get_object()
+        if request.method == "GET":
+            runs = version.evaluations.filter(
+                project_id__in=access.projects_where(request.user, Capability.READ_DATASETS)
+            )
+            return Response(EvaluationSerializer(runs, many=True).data)
+        body = EvaluationCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        project = get_object_or_404(
+            access.visible_projects(request.user), pk=body.validated_data["project"]
+        )
+        access.require(request.user, project, Capability.MANAGE_DATASETS)
+        run = model_versions.start_evaluation(
+            version, project, request.user, body.validated_data["tolerance"]
+        )
+        return Response(EvaluationSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+class ProjectModelVersionsView(APIView):
+    token_resource = "models"
+
+    def _project(self, request: Request, pk: int) -> Project:
+        project = get_object_or_404(access.visible_projects(request.user), pk=pk)
+        user = request.user
+        if not (
+            user.is_superuser
+            or access.projects_where(user, Capability.VIEW_EPISODES).filter(pk=pk)
+            or access.projects_where(user, Capability.READ_DATASETS).filter(pk=pk)
+        ):
+            raise PermissionDenied("You may not see this project's models.")
+        return project
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(overview(self._project(request, pk)))
+
+    @extend_schema(request=ProjectVersionsSerializer, responses={200: dict})
+    def put(self, request: Request, pk: int) -> Response:
+        project = self._project(request, pk)
+        access.require(request.user, project, Capability.MANAGE_TASKS)
+        body = ProjectVersionsSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        given = body.validated_data
+        model_versions.set_project_versions(
+            project,
+            given["model_version"],
+            given.get("version_b"),
+            given["version_b_share"],
+        )
+        return Response(overview(project))
+
+
+def overview(project: Project) -> dict[str, Any]:
+    """A project's versions and, per version that proposed there, live and offline figures."""
+    now = timezone.now()
+    live = stats.acceptance(
+        project, stats.window("day", now - timedelta(days=ACCEPTANCE_DAYS), now)
+    )
+    rates = {row["model_version"]: row["total"] for row in live["versions"]}
+    names = set(rates)
+    for version in (project.model_version, project.version_b):
+        if version is not None:
+            names.add(version.name)
+    latest: dict[str, EvaluationRun] = {}
+    for run in EvaluationRun.objects.filter(
+        project_id=project.pk, model_version__name__in=names, status="succeeded"
+    ).select_related("model_version"):
+        latest.setdefault(run.model_version.name, run)
+    rows = []
+    for name in sorted(names):
+        found = latest.get(name)
+        rows.append(
+            {
+                "model_version": name,
+                "live": rates.get(name),
+                "offline": None
+                if found is None
+                else {
+                    "evaluation": found.pk,
+                    "step_success_rate": found.success_rate,
+                    "steps": found.total,
+                    "invalid": found.invalid,
+                    "finished_at": found.finished_at,
+                },
+            }
+        )
+    return {
+        "project": project.pk,
+        "model_version": project.model_version.name if project.model_version else None,
+        "version_b": project.version_b.name if project.version_b else None,
+        "version_b_share": project.version_b_share,
+        "acceptance_window_days": ACCEPTANCE_DAYS,
+        "versions": rows,
+    }
