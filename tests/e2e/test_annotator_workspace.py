@@ -3,14 +3,18 @@ built web app, a Celery worker owning a real desktop, websockify streaming it to
 UI-TARS proposer pointed at the scripted fake model server, so every proposal is known.
 
 The annotator signs in on the sign-in page, starts a task, sees the live desktop (real frames
-in the noVNC canvas), approves a proposal with Enter, corrects two by clicking on the desktop
-at two window sizes (the stored point is the screen pixel under the click, within 1 px), keeps
-an error and writes the reflection, then finishes. The manager's and reviewer's pages then
+in the noVNC canvas), approves a proposal with Enter, watches the next one stream in and
+corrects it by clicking on the desktop, corrects another at a second window size (the stored
+point is the screen pixel under the click, within 1 px, at both sizes), keeps an error while
+the web server is down (the decision is sent when the socket is back), writes the reflection,
+writes a step the model could not propose, then finishes. The manager's and reviewer's pages then
 take the recorded episode over (``manager_flow``). Screenshots go to var/e2e-screenshots/.
 No console error or uncaught page error is allowed at any point.
 """
 
 import math
+import os
+import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -40,14 +44,21 @@ SHOTS = Path(__file__).resolve().parents[2] / "var" / "e2e-screenshots"
 SCREEN = (1280, 800)
 ROOT_COLOUR = "#2a6f97"
 MODEL = "ui-tars-1.5-7b"
-# UI-TARS-1.5 answers in the smart-resized screenshot's pixels: 1280×800 becomes 1288×812.
-PROPOSALS = [
-    "Thought: The terminal is open; click into it.\nAction: click(start_box='(644,406)')",
-    "Thought: Click the word Archive.\nAction: click(start_box='(200,150)')",
-    "Thought: Now the word Reports.\nAction: click(start_box='(400,150)')",
-    "Thought: Scroll down to find more.\nAction: scroll(start_box='(644,406)', direction='down')",
-    "Thought: Scrolling did not help; type the command.\nAction: type(content='ls\\n')",
-    "Thought: The task is done.\nAction: finished(content='')",
+# The model's answers, one per step. UI-TARS-1.5 speaks in the smart-resized screenshot's
+# pixels: 1280×800 becomes 1288×812. Step 2 streams slowly, so that its text is seen arriving;
+# at step 6 the model server fails, and the annotator writes the step.
+SCRIPT = [
+    Reply.text("Thought: Click into the terminal.\nAction: click(start_box='(644,406)')"),
+    Reply.text(
+        "Thought: Click the word Archive.\nAction: click(start_box='(200,150)')",
+        chunk_chars=3,
+        chunk_delay_s=0.12,
+    ),
+    Reply.text("Thought: Now the word Reports.\nAction: click(start_box='(400,150)')"),
+    Reply.text("Thought: Scroll down.\nAction: scroll(start_box='(644,406)', direction='down')"),
+    Reply.text("Thought: Type the command.\nAction: type(content='ls\\n')"),
+    Reply.error(503, "the model server is overloaded"),
+    Reply.text("Thought: The task is done.\nAction: finished(content='')"),
 ]
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 T = TypeVar("T")
@@ -180,18 +191,22 @@ def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
 
     with ExitStack() as services:
         model = services.enter_context(serving(MODEL))
-        model.script(*(Reply.text(text, chunk_chars=8, chunk_delay_s=0.02) for text in PROPOSALS))
+        model.script(*SCRIPT)
         model.default = Reply.text("Thought: Wait for the screen.\nAction: wait()")
         Project.objects.filter(pk=project.pk).update(
             environment_template="e2e",
-            model_settings={"proposer": "openai", "base_url": model.base_url, "model": MODEL},
+            model_settings={"base_url": model.base_url, "model": MODEL, "retries": 0},
         )
         services.enter_context(websockify(stream_port))
         services.enter_context(worker(host, BROKER, CHANNELS))
         stream_url = f"ws://127.0.0.1:{stream_port}"
-        services.enter_context(
-            asgi(host, port, BROKER, CHANNELS, TANDEM_WEBSOCKIFY_PUBLIC_URL=stream_url)
-        )
+
+        def web_server():
+            return services.enter_context(
+                asgi(host, port, BROKER, CHANNELS, TANDEM_WEBSOCKIFY_PUBLIC_URL=stream_url)
+            )
+
+        web = web_server()
         browser = services.enter_context(chromium(monkeypatch))
         context = browser.new_context(viewport={"width": 1366, "height": 768}, base_url=base)
         errors = BrowserErrors(context)
@@ -229,7 +244,11 @@ def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
             {"type": "click", "point": [640, 400]},
         )
 
-        # 2: correct it by clicking on the desktop, at 1366×768.
+        # 2: the proposal streams in while the model thinks; correct it by clicking on the
+        # desktop, at 1366×768.
+        expect(page.get_by_test_id("phase")).to_have_text("Model thinking", timeout=30_000)
+        expect(page.get_by_test_id("streamed")).to_contain_text("Thought: Click", timeout=30_000)
+        page.screenshot(path=str(SHOTS / "workspace-model-thinking.png"))
         wait_for_proposal(page, 2)
         expected = click_desktop(page, 0.3, 0.6)
         page.get_by_label("Thought").fill("The Archive word is lower down; click it there.")
@@ -252,13 +271,28 @@ def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
         assert_within_a_pixel(third.final_action["point"], expected)
         assert third.final_thought == "Now the word Reports."  # the model's, kept
 
-        # 4: keep the model's wrong scroll on purpose (K), then write the reflection.
+        # 4: keep the model's wrong scroll on purpose (K) while the web server is down: the
+        # decision waits, the socket comes back to a new server and sends it then.
         page.set_viewport_size({"width": 1366, "height": 768})
         wait_for_proposal(page, 4)
+        os.killpg(web.pid, signal.SIGKILL)
+        web.wait()
+        down_from = len(errors.messages)
+        expect(page.get_by_text("connection lost: reconnecting…")).to_be_visible()
         page.keyboard.press("k")
+        expect(page.get_by_text("Sending your decision for step 4…")).to_be_visible()
+        web = web_server()
         fourth = decided(episode_id, 4)
         assert fourth.decision == Decision.ERROR_KEPT
         assert fourth.final_action["type"] == "scroll"
+        expect(page.get_by_text("connection lost: reconnecting…")).to_have_count(0)
+        # While the server was down the browser logged only the refused reconnections.
+        refused = f"WebSocket connection to 'ws://127.0.0.1:{port}/ws/episodes/{episode_id}/'"
+        while len(errors.messages) > down_from:
+            message = errors.messages.pop(down_from)
+            assert refused in message, message
+
+        # 5: the reflection on the kept error.
         wait_for_proposal(page, 5)
         expect(page.get_by_text("Reflection step.")).to_be_visible()
         editor = page.get_by_role("form", name="Your reflective step")
@@ -271,8 +305,22 @@ def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
         assert fifth.decision == Decision.CORRECTED
         assert fifth.final_action == {"type": "hotkey", "keys": ["ctrl", "l"]}
 
-        # 6: finish (F), with the answer empty.
-        wait_for_proposal(page, 6)
+        # 6: the model is unavailable: the annotator writes the step.
+        expect(page.get_by_test_id("phase")).to_have_text(
+            "Model unavailable — write the step yourself", timeout=30_000
+        )
+        editor = page.get_by_role("form", name="Your step")
+        editor.get_by_label("Action").select_option("type")
+        editor.get_by_label("Text to type").fill("echo done\n")
+        editor.get_by_label("Thought").fill("Show that the folders are open.")
+        page.screenshot(path=str(SHOTS / "workspace-model-unavailable.png"))
+        page.keyboard.press("Control+Enter")
+        sixth = decided(episode_id, 6)
+        assert sixth.decision == Decision.CORRECTED
+        assert sixth.final_action == {"type": "type", "content": "echo done\n"}
+
+        # 7: finish (F), with the answer empty.
+        wait_for_proposal(page, 7)
         page.keyboard.press("f")
         page.get_by_label("Thought").fill("Both folders were opened.")
         page.get_by_role("button", name="Submit step").click()
@@ -287,6 +335,7 @@ def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
             "corrected",
             "corrected",
             "error_kept",
+            "corrected",
             "corrected",
             "corrected",
         ]

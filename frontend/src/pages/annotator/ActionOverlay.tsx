@@ -14,11 +14,14 @@ export function ActionOverlay({
   screen,
   box,
   kind,
+  faded = false,
 }: {
   action: Action;
   screen: Size;
   box: Box;
   kind: "proposal" | "draft";
+  /** Drawn fainter: the proposal while the annotator edits their own action. */
+  faded?: boolean;
 }) {
   // Sizes in screen pixels that stay about the same on the page whatever the scale.
   const unit = screen.width / Math.max(box.width, 1);
@@ -31,7 +34,7 @@ export function ActionOverlay({
   return (
     <svg
       className="action-overlay"
-      style={{ left: box.left, top: box.top, width: box.width, height: box.height }}
+      style={{ left: box.left, top: box.top, width: box.width, height: box.height, opacity: faded ? 0.45 : 1 }}
       viewBox={`0 0 ${screen.width} ${screen.height}`}
       preserveAspectRatio="none"
       aria-label={`${kind === "proposal" ? "Proposed" : "Your"} action: ${caption}`}

@@ -81,9 +81,10 @@ export interface DesktopViewProps {
   streaming: boolean;
   screen: Size | null;
   screenshotUrl: string | null;
-  /** The action to draw: the proposal, or the correction being edited. */
-  action: Action | null;
-  actionKind: "proposal" | "draft";
+  /** The model's proposed action, drawn until the step is decided. */
+  proposal: Action | null;
+  /** The annotator's own action while they edit it, drawn over the proposal. */
+  draft: Action | null;
   /** Points already picked for a drag whose end is not picked yet. */
   picking: boolean;
   onPick: (pixel: Point) => void;
@@ -91,7 +92,7 @@ export interface DesktopViewProps {
 }
 
 export function DesktopView(props: DesktopViewProps) {
-  const { episode, streaming, screen, screenshotUrl, action, actionKind, picking, onPick, onStreamState } = props;
+  const { episode, streaming, screen, screenshotUrl, proposal, draft, picking, onPick, onStreamState } = props;
   const stageRef = useRef<HTMLDivElement>(null);
   const [vncTarget, setVncTarget] = useState<HTMLDivElement | null>(null);
   const stream = useDesktopStream(episode, streaming, vncTarget);
@@ -149,9 +150,10 @@ export function DesktopView(props: DesktopViewProps) {
         <img className="desktop-still" src={screenshotUrl} alt="The desktop at this step" />
       ) : null}
       <div className={`desktop-vnc${live ? "" : " hidden"}`} ref={setVncTarget} data-testid="desktop-vnc" />
-      {drawn && screen && action ? (
-        <ActionOverlay action={action} screen={screen} box={drawn} kind={actionKind} />
+      {drawn && screen && proposal ? (
+        <ActionOverlay action={proposal} screen={screen} box={drawn} kind="proposal" faded={draft !== null} />
       ) : null}
+      {drawn && screen && draft ? <ActionOverlay action={draft} screen={screen} box={drawn} kind="draft" /> : null}
       <div
         className={`desktop-clicks${picking ? " picking" : ""}`}
         data-testid="desktop-clicks"

@@ -1,4 +1,5 @@
 /** The steps so far: each observation as a thumbnail with what was decided and done. */
+import { useEffect, useRef } from "react";
 import { describe } from "./actions";
 import type { StepView } from "./episode";
 
@@ -9,10 +10,15 @@ const DECISION_LABEL: Record<string, string> = {
 };
 
 export function Trajectory({ steps, current }: { steps: StepView[]; current: number | null }) {
+  const list = useRef<HTMLOListElement>(null);
+  // The newest step stays in view as the trajectory grows.
+  useEffect(() => {
+    list.current?.lastElementChild?.scrollIntoView({ block: "nearest" });
+  }, [steps.length]);
   return (
     <nav className="trajectory" aria-label="Trajectory">
       <h2>Steps</h2>
-      <ol>
+      <ol ref={list}>
         {steps.map((s) => (
           <li key={s.step} className={s.step === current ? "current" : ""} data-testid={`trajectory-step-${s.step}`}>
             <a href={`/api/screenshots/${s.screenshot}/`} target="_blank" rel="noreferrer" title="Open the screenshot">

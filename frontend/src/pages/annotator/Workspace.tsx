@@ -13,7 +13,7 @@ import { DesktopView, type StreamState } from "./DesktopView";
 import { isReflection, openStepOf, phaseOf, type Phase, type StepView } from "./episode";
 import { useEpisodeSocket } from "./socket";
 import { Trajectory } from "./Trajectory";
-import type { Action, ActionType, DecideMessage, Proposal } from "./types";
+import type { ActionType, DecideMessage, Proposal } from "./types";
 import "./workspace.css";
 
 const PHASE_LABEL: Record<Phase, string> = {
@@ -28,13 +28,13 @@ const PHASE_LABEL: Record<Phase, string> = {
 };
 
 const SHORTCUTS: [string, string][] = [
-  ["Enter", "approve the proposal"],
-  ["C", "correct it (or click on the desktop)"],
-  ["K", "keep the error & reflect"],
-  ["F", "finish the task"],
-  ["U", "call the user"],
+  ["Enter", "approve"],
+  ["C", "correct (or click the desktop)"],
+  ["K", "keep error & reflect"],
+  ["F", "finish"],
+  ["U", "call user"],
   ["Ctrl+Enter", "submit your step"],
-  ["Esc", "cancel your step"],
+  ["Esc", "cancel it"],
 ];
 
 function isTyping(target: EventTarget | null): boolean {
@@ -178,13 +178,7 @@ export function Workspace() {
 
   const screen = last ? { width: last.screen[0], height: last.screen[1] } : null;
   const draftAction = editor ? actionOf(editor.draft) : null;
-  const shown: Action | null = editor
-    ? typeof draftAction === "string"
-      ? null
-      : draftAction
-    : phase === "deciding"
-      ? (valid?.action ?? null)
-      : null;
+  const draft = draftAction && typeof draftAction !== "string" ? draftAction : null;
   const streamed = open ? Object.values(open.streaming).join("\n—\n") : "";
 
   return (
@@ -220,8 +214,8 @@ export function Workspace() {
             streaming={!view.ended}
             screen={screen}
             screenshotUrl={last ? `/api/screenshots/${last.screenshot}/` : null}
-            action={shown}
-            actionKind={editor ? "draft" : "proposal"}
+            proposal={phase === "deciding" ? (valid?.action ?? null) : null}
+            draft={draft}
             picking={canDecide}
             onPick={pick}
             onStreamState={setStreamState}
@@ -287,7 +281,8 @@ export function Workspace() {
               </p>
             ) : null}
             <p className="model-name">
-              {proposal.model_name} {proposal.model_version}
+              {proposal.model_name}
+              {proposal.model_version && proposal.model_version !== proposal.model_name ? ` ${proposal.model_version}` : ""}
               {proposal.latency_ms !== null ? ` · ${(proposal.latency_ms / 1000).toFixed(1)} s` : ""}
             </p>
           </section>
