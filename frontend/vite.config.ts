@@ -16,8 +16,13 @@ export default defineConfig(({ command }) => ({
     target: "es2022",
     sourcemap: true,
   },
+  optimizeDeps: {
+    esbuildOptions: { target: "es2022" },
+  },
   server: {
     proxy: {
+      // "/" is Django's: it sends a signed-in person to /app/ (where sign-in lands).
+      "^/$": django,
       "/api": django,
       "/accounts": django,
       "/admin": django,
