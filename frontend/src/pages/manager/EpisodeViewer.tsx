@@ -23,10 +23,25 @@ function proposalOf(step: Step): Proposal | null {
   return step.proposals.find((p) => !p.invalid_reason) ?? step.proposals[0] ?? null;
 }
 
-function Marker({ action, colour, label, size }: { action: Action | null; colour: string; label: string; size: number }) {
+function Marker({
+  action,
+  colour,
+  label,
+  size,
+  below,
+}: {
+  action: Action | null;
+  colour: string;
+  label: string;
+  size: number;
+  below?: boolean;
+}) {
   if (!action?.point) return null;
   const [x, y] = action.point;
   const r = Math.max(10, size / 80);
+  // The proposal's label sits above its point and the final one's below, so both stay
+  // readable when the annotator accepted the very point the model proposed.
+  const labelY = below ? y + r * 2.6 : y - r * 1.2;
   return (
     <g data-testid={`marker-${label.toLowerCase()}`}>
       {action.end ? (
@@ -36,7 +51,7 @@ function Marker({ action, colour, label, size }: { action: Action | null; colour
       <circle cx={x} cy={y} r={r} fill="none" stroke={colour} strokeWidth={r / 4} />
       <line x1={x - r * 1.6} y1={y} x2={x + r * 1.6} y2={y} stroke={colour} strokeWidth={r / 5} />
       <line x1={x} y1={y - r * 1.6} x2={x} y2={y + r * 1.6} stroke={colour} strokeWidth={r / 5} />
-      <text x={x + r * 1.4} y={y - r * 1.2} fontSize={r * 1.5} fontWeight="bold" fill={colour} stroke="#fff" strokeWidth={r / 6} paintOrder="stroke">
+      <text x={x + r * 1.4} y={labelY} fontSize={r * 1.5} fontWeight="bold" fill={colour} stroke="#fff" strokeWidth={r / 6} paintOrder="stroke">
         {label}
       </text>
     </g>
@@ -56,7 +71,7 @@ function Screenshot({ step, proposal }: { step: Step; proposal: Proposal | null 
         />
         <svg viewBox={`0 0 ${w} ${h}`} aria-hidden="true">
           <Marker action={proposal?.action ?? null} colour={PROPOSAL_COLOUR} label="Proposal" size={w} />
-          <Marker action={step.final_action} colour={FINAL_COLOUR} label="Final" size={w} />
+          <Marker action={step.final_action} colour={FINAL_COLOUR} label="Final" size={w} below />
         </svg>
       </div>
       <figcaption>
@@ -125,7 +140,8 @@ function StepDetail({ step }: { step: Step }) {
                 <span className={`badge badge-${step.decision}`} data-testid="decision">
                   {DECISION_LABEL[step.decision]}
                 </span>{" "}
-                by <strong>{step.decided_by}</strong> on {when(step.decided_at)} in {seconds(step.decision_ms)}
+                by <strong>{step.decided_by}</strong> on {when(step.decided_at)}
+                {step.decision_ms !== null ? ` after ${seconds(step.decision_ms)}` : ""}
               </p>
               <ActionBlock label="final" thought={step.final_thought} text={step.final_action_text} json={step.final_action} />
             </>
@@ -244,7 +260,7 @@ export function EpisodeViewer({ backTo, backLabel }: { backTo: string; backLabel
           {latest.comment ? `: ${latest.comment}` : ""}
         </p>
       ) : null}
-      {episode.ended_at === null ? <LiveView episodeId={episode.id} /> : null}
+      {episode.ended_at === null ? <LiveView episodeId={episode.id} last={episode.steps[episode.steps.length - 1] ?? null} /> : null}
       <div className="viewer-body">
         <nav aria-label="Steps" className="step-list">
           <h2>Steps ({episode.steps.length})</h2>

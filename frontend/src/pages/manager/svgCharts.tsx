@@ -23,11 +23,12 @@ function tickLabel(iso: string, bucket: "hour" | "day"): string {
     : d.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", timeZone: "UTC" });
 }
 
+/** The top of a count axis: four equal whole-number steps that hold `value`. */
 function niceMax(value: number): number {
-  if (value <= 0) return 1;
-  const power = 10 ** Math.floor(Math.log10(value));
-  for (const step of [1, 2, 5, 10]) if (value <= step * power) return step * power;
-  return 10 * power;
+  const quarter = Math.max(1, value / 4);
+  const power = 10 ** Math.floor(Math.log10(quarter));
+  for (const step of [1, 2, 5, 10]) if (quarter <= step * power) return 4 * step * power;
+  return 40 * power;
 }
 
 function Axes({

@@ -1,0 +1,157 @@
+"""The manager's and the reviewer's pages in a real browser, on an episode that was recorded.
+
+``check_manager_and_reviewer`` signs in as a project manager: the episode is on the progress
+board, its model version is in the acceptance chart, and the episode viewer replays its steps
+with screenshots and the proposal drawn against the final step. Then it signs in as a reviewer,
+finds the episode in the review queue and accepts it; the Review row is checked in the
+database. Screenshots of the pages go to ``shots_dir``. Any console error or uncaught page
+error fails the check.
+"""
+
+from pathlib import Path
+
+from django.conf import settings
+from django.test import Client
+from playwright.sync_api import Browser, BrowserContext, Page, expect
+
+from annotation.models import Episode, Review, Step
+from backend.accounts.models import User
+
+VIEWPORT = {"width": 1366, "height": 768}
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+class BrowserErrors:
+    """Console errors and uncaught exceptions of every page of a browser context."""
+
+    def __init__(self, context: BrowserContext) -> None:
+        self.messages: list[str] = []
+        context.on("page", self.watch)
+
+    def watch(self, page: Page) -> None:
+        page.on(
+            "console",
+            lambda m: (
+                self.messages.append(f"console: {m.text} ({m.location.get('url')})")
+                if m.type == "error"
+                else None
+            ),
+        )
+        page.on("pageerror", lambda e: self.messages.append(f"page error: {e} at {page.url}"))
+
+    def assert_none(self, expected: tuple[str, ...] = ()) -> None:
+        """No errors but the ``expected`` ones (substrings of a message): a request the test
+        makes fail on purpose is logged by the browser as a failed resource."""
+        unexpected = [m for m in self.messages if not any(e in m for e in expected)]
+        assert unexpected == [], "\n".join(unexpected)
+
+
+def sign_in(browser: Browser, base_url: str, username: str, landing: str):
+    """A new browser context with a session of ``username`` (made as Django's login makes
+    it, so it does not depend on the password hasher the user was created with), on
+    ``landing``."""
+    client = Client()
+    client.force_login(User.objects.get(username=username))
+    context = browser.new_context(viewport=VIEWPORT, base_url=base_url)
+    context.add_cookies(
+        [
+            {
+                "name": settings.SESSION_COOKIE_NAME,
+                "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
+                "url": base_url,
+            }
+        ]
+    )
+    errors = BrowserErrors(context)
+    page = context.new_page()
+    page.goto(landing)
+    return context, page, errors
+
+
+def _step_with_both_points(episode: Episode) -> int:
+    """A step whose proposal and final action both have a point on the screen, preferably
+    two different points (a corrected click)."""
+    both = []
+    for step in Step.objects.filter(episode=episode).prefetch_related("proposals"):
+        final = (step.final_action or {}).get("point")
+        proposed = [(p.action or {}).get("point") for p in step.proposals.all()]
+        if final and any(proposed):
+            both.append((final in proposed, step.index))
+    assert both, f"episode {episode.pk} has no step with a proposed and a final point"
+    return min(both)[1]
+
+
+def check_manager_and_reviewer(
+    browser: Browser,
+    base_url: str,
+    episode_id: int,
+    project_id: int,
+    shots_dir: Path,
+    manager: str,
+    reviewer: str,
+) -> None:
+    episode = Episode.objects.select_related("task").get(pk=episode_id)
+    steps = Step.objects.filter(episode=episode).count()
+    shots_dir.mkdir(parents=True, exist_ok=True)
+
+    context, page, errors = sign_in(
+        browser, base_url, manager, f"/app/manage/projects/{project_id}/board"
+    )
+    board = page.get_by_test_id("board")
+    submitted = board.locator("[data-status=submitted]")
+    expect(submitted.get_by_role("link", name=f"Episode {episode_id}")).to_be_visible()
+    page.screenshot(path=str(shots_dir / "manager-progress-board.png"), full_page=True)
+
+    page.get_by_role("link", name="Charts").click()
+    version = episode.model_version or "unknown"
+    acceptance = page.get_by_test_id("acceptance-table")
+    expect(acceptance.get_by_role("cell", name=version, exact=True)).to_be_visible()
+    expect(page.get_by_test_id("acceptance-chart").locator("circle").first).to_be_attached()
+    throughput = page.get_by_test_id("throughput-table")
+    expect(
+        throughput.get_by_role("cell", name=episode.annotator.username, exact=True)
+    ).to_be_visible()
+    page.screenshot(path=str(shots_dir / "manager-charts.png"), full_page=True)
+
+    page.get_by_role("link", name="Progress").click()
+    page.get_by_test_id("board").get_by_role("link", name=f"Episode {episode_id}").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text(episode.task.instruction)
+    step_buttons = page.get_by_role("navigation", name="Steps").locator("button.step-button")
+    expect(step_buttons).to_have_count(steps)
+    index = _step_with_both_points(episode)
+    step_buttons.nth(index - 1).click()
+    shot = page.get_by_role("img", name=f"Screen before step {index}")
+    expect(shot).to_be_visible()
+    page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=shot.element_handle())
+    expect(page.get_by_test_id("marker-proposal")).to_be_attached()
+    expect(page.get_by_test_id("marker-final")).to_be_attached()
+    step = Step.objects.get(episode=episode, index=index)
+    expect(page.get_by_test_id("decision")).to_have_text(step.get_decision_display())
+    expect(page.get_by_test_id("final-action-text")).to_contain_text(step.final_action["type"])
+    expect(page.get_by_test_id("proposal-action-text")).to_be_visible()
+    page.screenshot(path=str(shots_dir / "manager-episode-viewer.png"), full_page=True)
+    errors.assert_none()
+    context.close()
+
+    context, page, errors = sign_in(browser, base_url, reviewer, "/app/review")
+    page.get_by_role("link", name=f"Episode {episode_id}", exact=True).click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text(episode.task.instruction)
+    page.get_by_label("Accept the episode").check()
+    page.get_by_role("button", name="Accept episode").click()
+    expect(page.get_by_test_id("latest-review")).to_contain_text(f"Accepted by {reviewer}")
+    page.screenshot(path=str(shots_dir / "reviewer-accepted-episode.png"), full_page=True)
+    page.get_by_role("link", name="Review queue").click()
+    expect(page.get_by_role("table").or_(page.locator(".empty"))).to_be_visible()
+    expect(page.get_by_role("link", name=f"Episode {episode_id}", exact=True)).to_have_count(0)
+    errors.assert_none()
+    context.close()
+    assert Review.objects.filter(
+        episode=episode, reviewer__username=reviewer, verdict=Review.Verdict.ACCEPTED
+    ).exists()

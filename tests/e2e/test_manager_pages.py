@@ -1,0 +1,257 @@
+"""The manager, reviewer and engineer pages in headless Chromium against real services.
+
+An episode is recorded the way an annotator records one: a real ASGI server, a real Celery
+worker owning a real desktop, the baseline proposer, and a WebSocket client deciding each
+step. The browser then works the pages the way people do: the manager's board, charts and
+episode viewer and the reviewer's verdict (``manager_flow``), a task import that is refused
+with its bad rows listed and one that goes through, a bulk assignment, access tokens created
+and revoked, and a dataset export asked for and downloaded.
+"""
+
+import json
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from celery import Celery
+from django.test import Client
+from playwright.sync_api import Browser, expect, sync_playwright
+
+from annotation.models import Episode, EpisodeOutcome, Project, Step, Task, TaskStatus
+from backend.accounts.models import AccessToken
+from backend.accounts.roles import Role
+from tests.e2e.manager_flow import CHROMIUM_ARGS, check_manager_and_reviewer, sign_in
+from tests.live import CSRF, TERMINAL, Socket, asgi, service_env, websockify, worker
+from tests.services import BIN, free_port, running
+from vm_pool import pool
+from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
+
+# Redis databases of this suite alone, so that it can run beside the other live suites.
+BROKER, CHANNELS = "redis://127.0.0.1:6379/8", "redis://127.0.0.1:6379/9"
+SHOTS = Path(__file__).resolve().parents[2] / "var" / "e2e-shots"
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def host(settings):
+    settings.TANDEM_HOST = f"pages-{uuid.uuid4().hex[:8]}"
+    yield settings.TANDEM_HOST
+    for desktop in Desktop.objects.exclude(status=DesktopStatus.STOPPED):
+        pool.stop_desktop(desktop.pk)
+
+
+def export_worker(host: str):
+    """A Celery worker of the ``exports`` queue on this suite's own broker."""
+    name = f"{host}@exports"
+    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", "exports", "-n", name]
+    command += ["--pool", "threads", "-c", "2", "--without-gossip", "--without-mingle"]
+
+    def ready() -> bool:
+        return bool(Celery(broker=BROKER, set_as_current=False).control.ping([name], timeout=0.5))
+
+    return running(command, service_env(host, BROKER, CHANNELS), ready, 60)
+
+
+@contextmanager
+def chromium(monkeypatch) -> Iterator[Browser]:
+    """Headless Chromium. Playwright's sync API keeps an event loop in this thread, where the
+    test's own (synchronous) database checks then need Django's permission; it is given only
+    after the services started, so their processes do not inherit it."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS
+        )
+        yield browser
+        browser.close()
+
+
+class Recording:
+    """An annotator's episode over the socket: accept the baseline's click, correct the next
+    click with the annotator's own, then finish."""
+
+    def __init__(self, server: str, project: Project, annotator) -> None:
+        client = Client()
+        client.force_login(annotator)
+        cookie = f"sessionid={client.cookies['sessionid'].value}"
+        started = httpx.post(
+            f"http://{server}/api/episodes/start/",
+            json={"project": project.pk},
+            headers={"Cookie": f"{cookie}; csrftoken={CSRF}", "X-CSRFToken": CSRF},
+        )
+        assert started.status_code == 201, started.text
+        self.episode_id: int = started.json()["episode"]
+        self.ws = Socket(server, self.episode_id, cookie)
+        self.ws.next("state")
+
+    def first_step(self) -> None:
+        self.ws.next("proposal", step=1)
+        self.ws.send(type="decide", step=1, decision="accepted", proposal=0)
+        self.ws.next("decision_ack", step=1)
+
+    def finish(self) -> None:
+        ws = self.ws
+        ws.next("proposal", step=2)
+        click = {"type": "click", "point": [900, 600]}
+        ws.send(
+            type="decide", step=2, decision="corrected", thought="Click the prompt.", action=click
+        )
+        ws.next("decision_ack", step=2)
+        ws.next("proposal", step=3)
+        done = {"type": "finished", "content": ""}
+        ws.send(type="decide", step=3, decision="corrected", thought="Done.", action=done)
+        ws.next("decision_ack", step=3)
+        assert ws.next("ended")["outcome"] == EpisodeOutcome.FINISHED
+        ws.close()
+
+
+def check_live_view(browser, base_url: str, episode_id: int) -> None:
+    """A manager watches the running episode's desktop: real frames, view-only."""
+    context, page, errors = sign_in(browser, base_url, "mona", f"/app/manage/episodes/{episode_id}")
+    page.get_by_role("button", name="Watch live (view-only)").click()
+    screen = page.get_by_test_id("live-screen")
+    expect(screen.locator("[data-stream=live]")).to_be_attached(timeout=30_000)
+    canvas = screen.locator("canvas")
+    expect(canvas).to_be_attached()
+    page.wait_for_function(
+        "c => c.width === 1280 && c.height === 800", arg=canvas.element_handle(), timeout=15_000
+    )
+    page.screenshot(path=str(SHOTS / "manager-live-view.png"), full_page=True)
+    errors.assert_none()
+    context.close()
+
+
+def check_task_import_and_assignment(browser, base_url: str, project: Project) -> None:
+    context, page, errors = sign_in(
+        browser, base_url, "mona", f"/app/manage/projects/{project.pk}/tasks"
+    )
+    before = Task.objects.filter(project=project).count()
+    bad = "\n".join(
+        [
+            '{"id": "n1", "instruction": "Open the editor"}',
+            '{"id": "n2"}',
+            '{"id": "n3", "max_steps": -1, "instruction": "x"}',
+        ]
+    )
+    page.get_by_label("Task file").set_input_files(
+        files=[{"name": "bad.jsonl", "mimeType": "application/x-ndjson", "buffer": bad.encode()}]
+    )
+    page.get_by_role("button", name="Import", exact=True).click()
+    problems = page.get_by_test_id("import-errors")
+    expect(problems).to_contain_text("Nothing was imported")
+    rows = problems.locator("tbody tr")
+    expect(rows.first).to_be_visible()
+    assert {r.split("\t")[0] for r in rows.all_inner_texts()} >= {"2", "3"}
+    expect(rows.first.locator("td").nth(1)).to_have_text("instruction")
+    assert Task.objects.filter(project=project).count() == before  # nothing written
+    page.screenshot(path=str(SHOTS / "manager-import-errors.png"), full_page=True)
+
+    good = json.dumps([{"id": f"n{i}", "instruction": f"Open document {i}"} for i in range(1, 4)])
+    page.get_by_label("Task file").set_input_files(
+        files=[{"name": "good.json", "mimeType": "application/json", "buffer": good.encode()}]
+    )
+    page.get_by_role("button", name="Import", exact=True).click()
+    expect(page.get_by_test_id("import-report")).to_contain_text("3 created")
+    assert Task.objects.filter(project=project).count() == before + 3
+
+    table = page.get_by_test_id("task-table")
+    expect(table.get_by_role("cell", name="n3", exact=True)).to_be_visible()
+    page.get_by_label("Select task n1").check()
+    page.get_by_label("Select task n2").check()
+    page.get_by_label("Annotator").select_option("ann")
+    page.get_by_role("button", name="Assign 2 selected").click()
+    expect(page.get_by_test_id("assign-result")).to_contain_text("2 task(s) assigned to ann")
+    assigned = Task.objects.filter(project=project, external_id__in=["n1", "n2"])
+    assert {(t.status, t.assignee.username) for t in assigned} == {(TaskStatus.ASSIGNED, "ann")}
+    page.screenshot(path=str(SHOTS / "manager-tasks-assigned.png"), full_page=True)
+    refused = f"status of 400 (Bad Request) ({base_url}/api/projects/{project.pk}/import/)"
+    errors.assert_none(expected=(refused,))
+    context.close()
+
+
+def check_tokens(browser, base_url: str, server: str) -> None:
+    context, page, errors = sign_in(browser, base_url, "eve", "/app/engineer/tokens")
+    page.get_by_label("Name").fill("training box")
+    page.get_by_label("projects:read").check()
+    page.get_by_label("Expires after (days)").fill("7")
+    page.get_by_role("button", name="Create token").click()
+    secret = page.get_by_test_id("token-secret").inner_text().strip()
+    assert secret.startswith("tdm_")
+    bearer = {"Authorization": f"Bearer {secret}"}
+    listed = httpx.get(f"http://{server}/api/projects/", headers=bearer)
+    assert listed.status_code == 200, listed.text
+    page.screenshot(path=str(SHOTS / "engineer-token-created.png"), full_page=True)
+    page.get_by_role("button", name="I have stored it").click()
+    expect(page.get_by_test_id("token-secret")).to_have_count(0)
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Revoke training box").click()
+    expect(page.get_by_role("cell", name="revoked", exact=False)).to_be_visible()
+    assert AccessToken.objects.get(name="training box").revoked_at is not None
+    refused = httpx.get(f"http://{server}/api/projects/", headers=bearer)
+    assert refused.status_code == 401
+    errors.assert_none()
+    context.close()
+
+
+def check_exports(browser, base_url: str, project: Project) -> None:
+    context, page, errors = sign_in(browser, base_url, "eve", "/app/engineer/exports")
+    expect(page.get_by_label("Project")).to_have_value(str(project.pk))
+    page.get_by_label("Kind").select_option("sft")
+    page.get_by_label("Format").select_option("trl")
+    page.get_by_role("button", name="Start export").click()
+    table = page.get_by_test_id("exports-table")
+    expect(table.get_by_text("succeeded")).to_be_visible(timeout=120_000)
+    link = table.get_by_role("link").first
+    href = link.get_attribute("href")
+    assert href and "/download/?file=" in href
+    downloaded = context.request.get(f"{base_url}{href}")
+    assert downloaded.status == 200 and len(downloaded.body()) > 0
+    page.screenshot(path=str(SHOTS / "engineer-exports.png"), full_page=True)
+    errors.assert_none()
+    context.close()
+
+
+def test_manager_reviewer_and_engineer_pages(host, make_user, project, monkeypatch):
+    template = DesktopTemplate.objects.create(name="pages", width=1280, height=800)
+    Project.objects.filter(pk=project.pk).update(environment_template="pages")
+    ann = make_user("ann", project, Role.ANNOTATOR)
+    make_user("mona", project, Role.MANAGER, can_create_projects=True)
+    make_user("rita", project, Role.REVIEWER)
+    make_user("eve", project, Role.ENGINEER)
+    Task.objects.create(
+        project=project,
+        external_id="pages-1",
+        instruction="Open the Archive folder, then the Reports folder",
+        setup=[{"type": "launch", "parameters": {"command": TERMINAL}}],
+        max_steps=10,
+    )
+    desktop = pool.start_desktop(pool.create_desktop(template, host).pk)
+    assert desktop.status == DesktopStatus.READY, desktop.broken_reason
+    port, stream_port = free_port(), free_port()
+    server = f"127.0.0.1:{port}"
+    base_url = f"http://{server}"
+
+    with ExitStack() as stack:
+        stack.enter_context(worker(host, BROKER, CHANNELS))
+        stack.enter_context(export_worker(host))
+        stack.enter_context(websockify(stream_port))
+        stream_url = f"ws://127.0.0.1:{stream_port}"
+        stack.enter_context(
+            asgi(host, port, BROKER, CHANNELS, TANDEM_WEBSOCKIFY_PUBLIC_URL=stream_url)
+        )
+        browser = stack.enter_context(chromium(monkeypatch))
+        recording = Recording(server, project, ann)
+        recording.first_step()
+        check_live_view(browser, base_url, recording.episode_id)
+        recording.finish()
+        episode_id = recording.episode_id
+        assert Step.objects.filter(episode_id=episode_id).count() == 3
+        check_manager_and_reviewer(browser, base_url, episode_id, project.pk, SHOTS, "mona", "rita")
+        check_task_import_and_assignment(browser, base_url, project)
+        check_tokens(browser, base_url, server)
+        check_exports(browser, base_url, project)
+
+    assert Episode.objects.get(pk=episode_id).task.status == TaskStatus.REVIEWED
