@@ -5,6 +5,7 @@ its states and registers the version; a cancel stops a running job between two s
 Rows are committed (``transaction=True``), so the API's message really goes to the broker's
 ``train`` queue, which no other worker of the platform consumes."""
 
+import io
 import json
 import socket
 import time
@@ -13,6 +14,7 @@ import uuid
 import pytest
 import redis
 from django.conf import settings
+from django.core.management import call_command
 
 from backend.accounts.roles import Role
 from backend.celery import app as celery_app
@@ -24,20 +26,27 @@ from tests.services import BIN, child_env, running
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 
+@pytest.fixture(scope="module")
+def shared_media(tmp_path_factory):
+    return tmp_path_factory.mktemp("train-media")
+
+
 @pytest.fixture
-def storage(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+def storage(settings, tmp_path, shared_media):
+    settings.MEDIA_ROOT = shared_media  # the worker's storage too
     settings.TANDEM_EXPORT_STAGING_ROOT = tmp_path / "staging"
     settings.TANDEM_HELD_OUT_SHARE = 0.0
     return settings
 
 
-@pytest.fixture
-def train_worker(storage):
+@pytest.fixture(scope="module")
+def train_worker(django_db_setup, shared_media):
+    """One worker for the module, as a GPU host runs it: the `train` queue only, one job at a
+    time, on the test database."""
     name = f"train-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
     command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", "train", "-n", name]
     command += ["--pool", "solo", "--without-gossip", "--without-mingle", "-l", "INFO"]
-    env = child_env(TANDEM_MEDIA_ROOT=str(storage.MEDIA_ROOT), TANDEM_HELD_OUT_SHARE="0")
+    env = child_env(TANDEM_MEDIA_ROOT=str(shared_media), TANDEM_HELD_OUT_SHARE="0")
 
     def ready() -> bool:
         return bool(celery_app.control.ping(destination=[name], timeout=0.5))
@@ -89,7 +98,7 @@ def test_the_api_only_queues_the_job_on_the_train_queue(datasets_and_client):
     for message in ours:  # nobody will run it: take it off the queue
         broker.lrem("train", 1, json.dumps(message))
     assert not any(
-        f"[{job['id']}]" == m["headers"]["argsrepr"]
+        m["headers"]["task"] == "model_serving.jobs.run_finetune_job"
         for queue in ("default", "exports", "model", "desktops")
         for m in map(json.loads, broker.lrange(queue, 0, -1))
     )
@@ -145,3 +154,35 @@ def test_cancel_stops_a_running_job_between_steps_and_registers_nothing(
     assert job.error == "cancelled during stage 1"
     assert 0 < len(job.loss_curve) < 100_000 and job.progress < 1
     assert not ModelVersion.objects.exists()
+
+
+def test_the_finetune_command_queues_a_job_and_follows_it_to_its_version(
+    datasets_and_client, train_worker
+):
+    sft, dpo, _, base = datasets_and_client
+    out = io.StringIO()
+    call_command(
+        "finetune",
+        "--user",
+        "erin",
+        "--exports",
+        str(sft.pk),
+        str(dpo.pk),
+        "--base-model",
+        str(base),
+        "--version-name",
+        "ui-tars-ft-cli",
+        "--lora",
+        json.dumps(LORA),
+        "--hyperparameters",
+        json.dumps(STEPS),
+        "--poll",
+        "0.1",
+        stdout=out,
+    )
+    printed = out.getvalue()
+    job = FineTuneJob.objects.get()
+    assert printed.startswith(f"fine-tuning job {job.pk} queued on the train queue")
+    assert f"[{'#' * 30}] 100% succeeded loss " in printed
+    assert printed.rstrip().endswith("registered model version ui-tars-ft-cli")
+    assert ModelVersion.objects.get(name="ui-tars-ft-cli").job == job
