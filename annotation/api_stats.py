@@ -86,6 +86,7 @@ class ReviewQueueView(generics.ListAPIView):
 
     token_resource = "episodes"
     serializer_class = ReviewQueueEpisodeSerializer
+    queryset = Episode.objects.none()  # the schema's model; get_queryset gives the rows
 
     @extend_schema(
         parameters=[OpenApiParameter("project", int, description="Only this project.")],

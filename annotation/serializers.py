@@ -176,9 +176,6 @@ class ProposalSerializer(serializers.ModelSerializer):
 class StepRevisionSerializer(serializers.ModelSerializer):
     author = serializers.SlugRelatedField(slug_field="username", read_only=True)
     final_action_text = serializers.SerializerMethodField()
-    chosen_rank = serializers.SerializerMethodField(
-        help_text="Rank of the proposal the annotator picked (accepted or kept), else null."
-    )
 
     class Meta:
         model = StepRevision

@@ -12,6 +12,7 @@ from annotation.models import (
     EpisodeOutcome,
     Proposal,
     Step,
+    StepRevision,
     Task,
     TaskStatus,
 )
@@ -237,6 +238,15 @@ def test_board_counts_every_status_and_links_the_latest_episode(history, client_
 
 def test_episode_detail_gives_actions_as_ui_tars_text(history, client_for):
     manager, first = history
+    StepRevision.objects.create(
+        step=Step.objects.get(episode=first, index=2),
+        number=1,
+        decision=Decision.CORRECTED,
+        final_thought="Greet in capitals.",
+        final_action={"type": "type", "content": "HELLO\n"},
+        author=manager,
+        note="Capitals were asked for.",
+    )
     body = get(client_for(manager), f"/api/episodes/{first.pk}/")
     assert (body["instruction"], body["task_external_id"], body["task_status"]) == (
         "Greet",
@@ -249,3 +259,8 @@ def test_episode_detail_gives_actions_as_ui_tars_text(history, client_for):
     assert (accepted["chosen_rank"], corrected["chosen_rank"]) == (0, None)
     assert corrected["final_action_text"] == "type(content='hello\\n')"
     assert corrected["screen_size"] == [1280, 800]
+    (revision,) = corrected["revisions"]
+    assert (revision["author"], revision["final_action_text"]) == (
+        "manager",
+        "type(content='HELLO\\n')",
+    )
