@@ -4,8 +4,8 @@ UI-TARS proposer pointed at the scripted fake model server, so every proposal is
 
 The annotator signs in on the sign-in page, starts a task, sees the live desktop (real frames
 in the noVNC canvas), approves a proposal with Enter, watches the next one stream in and
-corrects it by clicking on the desktop, corrects another at a second window size (the stored
-point is the screen pixel under the click, within 1 px, at both sizes), keeps an error while
+corrects it by clicking on the desktop, corrects another as a drag at a second window size (each
+stored point is the screen pixel under its click, within 1 px, at both sizes), keeps an error while
 the web server is down (the decision is sent when the socket is back), writes the reflection,
 writes a step the model could not propose, then finishes. The manager's and reviewer's pages then
 take the recorded episode over (``manager_flow``). Screenshots go to var/e2e-screenshots/.
@@ -259,16 +259,21 @@ def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
         assert_within_a_pixel(second.final_action["point"], expected)
         assert second.final_thought == "The Archive word is lower down; click it there."
 
-        # 3: the same at 1920×1080, through the Correct button.
+        # 3: at 1920×1080, through the Correct button, as a drag: two clicks on the desktop.
         page.set_viewport_size({"width": 1920, "height": 1080})
         wait_for_proposal(page, 3)
         page.get_by_role("button", name="Correct").click()
-        expected = click_desktop(page, 0.71, 0.27)
+        correction = page.get_by_role("form", name="Your correction")
+        correction.get_by_label("Action").select_option("drag")
+        start = click_desktop(page, 0.71, 0.27)
+        end = click_desktop(page, 0.52, 0.83)
+        expect(page.get_by_test_id("overlay-draft")).to_be_visible()
         page.screenshot(path=str(SHOTS / "workspace-correction-1920.png"))
         page.get_by_role("button", name="Submit step").click()
         third = decided(episode_id, 3)
-        assert third.decision == Decision.CORRECTED
-        assert_within_a_pixel(third.final_action["point"], expected)
+        assert third.decision == Decision.CORRECTED and third.final_action["type"] == "drag"
+        assert_within_a_pixel(third.final_action["point"], start)
+        assert_within_a_pixel(third.final_action["end"], end)
         assert third.final_thought == "Now the word Reports."  # the model's, kept
 
         # 4: keep the model's wrong scroll on purpose (K) while the web server is down: the
@@ -339,7 +344,12 @@ def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
             "corrected",
             "corrected",
         ]
-        errors.assert_none()
+        # Back in the queue there is nothing left: the server's message is shown.
+        page.get_by_role("link", name="Back to your queue").click()
+        page.get_by_role("button", name="Start next task").click()
+        expect(page.get_by_role("alert")).to_contain_text("No task is available for you right now.")
+        expect(page.get_by_role("alert")).to_contain_text("no_task_available")
+        errors.assert_none(expected=(f"404 (Not Found) ({base}/api/episodes/start/)",))
         context.close()
 
         check_manager_and_reviewer(browser, base, episode_id, project.pk, SHOTS, "mona", "rex")

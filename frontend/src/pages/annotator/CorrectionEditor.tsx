@@ -3,7 +3,59 @@
 import { useEffect, useRef } from "react";
 import { Button } from "../../ui";
 import { DESKTOP_ACTIONS, DIRECTIONS, actionOf, kindOf, type Draft } from "./actions";
+import type { Size } from "./coords";
 import type { ActionType, Direction } from "./types";
+
+/** A point typed as two numbers, kept inside the screen. */
+function PointInput({
+  name,
+  value,
+  screen,
+  onChange,
+}: {
+  name: string;
+  value: [number, number] | null;
+  screen: Size;
+  onChange: (point: [number, number] | null) => void;
+}) {
+  const set = (axis: 0 | 1, text: string) => {
+    const limit = axis === 0 ? screen.width - 1 : screen.height - 1;
+    const number = Math.min(limit, Math.max(0, Math.round(Number(text))));
+    if (text === "" || Number.isNaN(number)) return;
+    const next: [number, number] = value ? [...value] : [0, 0];
+    next[axis] = number;
+    onChange(next);
+  };
+  return (
+    <span className="point-input">
+      <span>{name}</span>
+      <label>
+        x{" "}
+        <input
+          type="number"
+          min={0}
+          max={screen.width - 1}
+          value={value ? value[0] : ""}
+          onChange={(e) => set(0, e.target.value)}
+          aria-label={`${name} x`}
+          data-testid={`editor-${name.toLowerCase()}-x`}
+        />
+      </label>{" "}
+      <label>
+        y{" "}
+        <input
+          type="number"
+          min={0}
+          max={screen.height - 1}
+          value={value ? value[1] : ""}
+          onChange={(e) => set(1, e.target.value)}
+          aria-label={`${name} y`}
+          data-testid={`editor-${name.toLowerCase()}-y`}
+        />
+      </label>
+    </span>
+  );
+}
 
 export interface EditorState {
   draft: Draft;
@@ -19,7 +71,9 @@ export function CorrectionEditor({
   onCancel,
   busy,
   title,
+  screen,
 }: {
+  screen: Size;
   editor: EditorState;
   onChange: (next: EditorState) => void;
   onSubmit: () => void;
@@ -58,17 +112,16 @@ export function CorrectionEditor({
         ))}
       </select>
       {kind.points > 0 ? (
-        <p className="editor-points" aria-live="polite">
-          {kind.points === 2 ? "From " : "At "}
-          <output data-testid="editor-point">{draft.point ? `(${draft.point[0]}, ${draft.point[1]})` : "—"}</output>
+        <fieldset className="editor-points">
+          <legend>
+            Screen pixels: click on the desktop{kind.points === 2 ? " twice (from, then to)" : ""}, or
+            type them
+          </legend>
+          <PointInput name={kind.points === 2 ? "From" : "Point"} value={draft.point} screen={screen} onChange={(point) => setDraft({ point })} />
           {kind.points === 2 ? (
-            <>
-              {" to "}
-              <output data-testid="editor-end">{draft.end ? `(${draft.end[0]}, ${draft.end[1]})` : "—"}</output>
-            </>
+            <PointInput name="To" value={draft.end} screen={screen} onChange={(end) => setDraft({ end })} />
           ) : null}
-          <span className="hint"> · click on the desktop{kind.points === 2 ? " twice: start, then end" : ""}</span>
-        </p>
+        </fieldset>
       ) : null}
       {kind.direction ? (
         <>

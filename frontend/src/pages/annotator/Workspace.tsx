@@ -290,6 +290,7 @@ export function Workspace() {
 
         {editor && open ? (
           <CorrectionEditor
+            screen={{ width: open.screen[0], height: open.screen[1] }}
             editor={editor}
             onChange={setEditor}
             onSubmit={submitEditor}
