@@ -2,8 +2,8 @@
 them and pull their files (design §5, §8).
 
 - ``POST /api/exports/`` ``{project, kind: sft|dpo|ct, format: trl|llama_factory, filters:
-  {date_from, date_to, model_version, review_status, annotator, include_accepted}}`` → 201, the
-  export, queued.
+  {date_from, date_to, model_version, review_status, annotator, include_accepted,
+  exclude_held_out}}`` → 201, the export, queued.
 - ``GET /api/exports/?project=<id>``, ``GET /api/exports/{id}/``: status, progress 0–1,
   counts, ``content_hash`` and, once succeeded, ``files``: ``[{name, size, sha256,
   download_url}]``.
@@ -47,6 +47,7 @@ class ExportFiltersSerializer(serializers.Serializer):
     )
     annotator = serializers.CharField(required=False, allow_null=True, max_length=150)
     include_accepted = serializers.BooleanField(default=False)
+    exclude_held_out = serializers.BooleanField(default=False)
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):

@@ -105,6 +105,7 @@ class ExportFilters:
     review_status: datasets.ReviewStatus = "any"
     annotator: str | None = None  # username
     include_accepted: bool = False
+    exclude_held_out: bool = False  # leave out the evaluation split, as fine-tuning needs
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -114,6 +115,7 @@ class ExportFilters:
             "review_status": self.review_status,
             "annotator": self.annotator,
             "include_accepted": self.include_accepted,
+            "exclude_held_out": self.exclude_held_out,
         }
 
 
@@ -297,6 +299,7 @@ def _filters(export: DatasetExport) -> tuple[datasets.Filters, bool]:
         model_version=given.get("model_version") or None,
         review_status=given.get("review_status") or "any",
         annotator_id=annotator_id,
+        exclude_held_out=bool(given.get("exclude_held_out")),
     )
     return filters, bool(given.get("include_accepted"))
 

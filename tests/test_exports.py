@@ -15,12 +15,14 @@ import datasets
 import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from django.test.utils import override_settings
 from django.utils import timezone
 
 from annotation import exports
 from annotation.models import DatasetExport, Episode
 from annotation.reviews import review_episode
 from backend.accounts.roles import Role
+from model_serving.evaluation import is_held_out
 from tests.export_data import expected, make_episodes
 from tests.test_dataset_llama_factory import validate
 from vm_pool.models import Screenshot
@@ -173,6 +175,21 @@ def test_filters_reach_the_pair_builder(api, project, recorded, make_user):
             assert samples == episodes * per_episode, filters
         if "annotator" in filters or "review_status" in filters:
             assert {k: export["filters"][k] for k in filters} == filters
+
+
+def test_the_held_out_split_can_be_left_out(api, project, recorded):
+    def split() -> tuple[int, int]:
+        ids = Episode.objects.filter(task__project=project).values_list("pk", flat=True)
+        held = sum(1 for pk in ids if is_held_out(pk, share=0.5))
+        return len(ids) - held, held
+
+    while 0 in split():  # ids differ from run to run: make sure both sides are present
+        make_episodes(project, recorded, 1, STEPS)
+    kept, _ = split()
+    with override_settings(TANDEM_HELD_OUT_SHARE=0.5):
+        export = build(api, create(api, project, "sft", exclude_held_out=True)["id"])
+    assert export["filters"]["exclude_held_out"] is True
+    assert export["counts"]["samples"] == kept * expected(STEPS).sft
 
 
 def test_llama_factory_export_carries_its_screenshots(api, project, recorded, tmp_path):

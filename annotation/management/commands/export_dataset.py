@@ -2,7 +2,8 @@
 
     manage.py export_dataset --user ENGINEER --project 3 --kind dpo [--format trl] \\
         [--date-from 2026-01-01] [--date-to 2026-02-01] [--model-version V] \\
-        [--review-status accepted] [--annotator ann] [--include-accepted] --out ./data
+        [--review-status accepted] [--annotator ann] [--include-accepted] \\
+        [--exclude-held-out] --out ./data
 
 The export is queued on the exports queue like one made through the API (same checks, same
 permissions of the user named); this command watches its row, then copies every file from
@@ -45,6 +46,9 @@ class Command(BaseCommand):
         parser.add_argument("--review-status", default="any")
         parser.add_argument("--annotator", default=None)
         parser.add_argument("--include-accepted", action="store_true")
+        parser.add_argument(
+            "--exclude-held-out", action="store_true", help="leave out the evaluation split"
+        )
         parser.add_argument("--out", required=True, help="folder the files are written to")
         parser.add_argument("--poll", type=float, default=0.5, help="seconds between looks")
         parser.add_argument("--cancel-on-interrupt", action="store_true")
@@ -60,6 +64,7 @@ class Command(BaseCommand):
             "review_status": options["review_status"],
             "annotator": options["annotator"],
             "include_accepted": options["include_accepted"],
+            "exclude_held_out": options["exclude_held_out"],
         }
         filters = ExportFiltersSerializer(data=given)
         if not filters.is_valid():
