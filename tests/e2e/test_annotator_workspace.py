@@ -9,7 +9,8 @@ stored point is the screen pixel under its click, within 1 px, at both sizes), k
 the web server is down (the decision is sent when the socket is back), writes the reflection,
 writes a step the model could not propose, then finishes. The manager's and reviewer's pages then
 take the recorded episode over (``manager_flow``). Screenshots go to var/e2e-screenshots/.
-No console error or uncaught page error is allowed at any point.
+No console error or uncaught page error is allowed at any point, nor any serious accessibility
+problem axe-core finds in the workspace.
 """
 
 import math
@@ -40,7 +41,9 @@ from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 
 # Redis databases of this suite alone, so that it can run beside the other live suites.
 BROKER, CHANNELS = "redis://127.0.0.1:6379/10", "redis://127.0.0.1:6379/11"
-SHOTS = Path(__file__).resolve().parents[2] / "var" / "e2e-screenshots"
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "var" / "e2e-screenshots"
+AXE = ROOT / "frontend" / "node_modules" / "axe-core" / "axe.min.js"
 SCREEN = (1280, 800)
 ROOT_COLOUR = "#2a6f97"
 MODEL = "ui-tars-1.5-7b"
@@ -155,6 +158,20 @@ def click_desktop(page: Page, fx: float, fy: float) -> tuple[int, int]:
     )
 
 
+def accessibility_problems(page: Page) -> list[str]:
+    """Serious and critical WCAG problems axe-core finds on the page (labels, contrast, …)."""
+    assert AXE.is_file(), f"{AXE} is missing: run deploy/dev.sh install"
+    page.add_script_tag(path=str(AXE))
+    return page.evaluate(
+        """async () => {
+            const result = await axe.run(document, {resultTypes: ['violations']});
+            return result.violations
+                .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+                .map((v) => `${v.id}: ${v.help} at ${v.nodes.map((n) => n.target).join(', ')}`);
+        }"""
+    )
+
+
 def assert_within_a_pixel(stored: Any, expected: tuple[int, int]) -> None:
     assert abs(stored[0] - expected[0]) <= 1 and abs(stored[1] - expected[1]) <= 1, (
         stored,
@@ -237,6 +254,7 @@ def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
         expect(page.get_by_test_id("proposal-action")).to_have_text("click at (640, 400)")
         expect(page.get_by_test_id("overlay-proposal")).to_be_visible()
         page.screenshot(path=str(SHOTS / "workspace-proposal.png"))
+        assert accessibility_problems(page) == []
         page.keyboard.press("Enter")
         first = decided(episode_id, 1)
         assert (first.decision, first.final_action) == (
@@ -253,6 +271,7 @@ def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
         expected = click_desktop(page, 0.3, 0.6)
         page.get_by_label("Thought").fill("The Archive word is lower down; click it there.")
         page.screenshot(path=str(SHOTS / "workspace-correction-1366.png"))
+        assert accessibility_problems(page) == []
         page.keyboard.press("Control+Enter")
         second = decided(episode_id, 2)
         assert second.decision == Decision.CORRECTED and second.final_action["type"] == "click"
