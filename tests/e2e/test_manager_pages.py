@@ -20,7 +20,7 @@ from celery import Celery
 from django.test import Client
 from playwright.sync_api import Browser, expect, sync_playwright
 
-from annotation.models import Episode, EpisodeOutcome, Project, Step, Task, TaskStatus
+from annotation.models import Episode, EpisodeOutcome, Project, Review, Step, Task, TaskStatus
 from backend.accounts.models import AccessToken
 from backend.accounts.roles import Role
 from tests.e2e.manager_flow import CHROMIUM_ARGS, check_manager_and_reviewer, sign_in
@@ -120,6 +120,29 @@ def check_live_view(browser, base_url: str, episode_id: int) -> None:
         "c => c.width === 1280 && c.height === 800", arg=canvas.element_handle(), timeout=15_000
     )
     page.screenshot(path=str(SHOTS / "manager-live-view.png"), full_page=True)
+    errors.assert_none()
+    context.close()
+
+
+def check_rejection_with_first_wrong_step(browser, base_url: str, episode_id: int) -> None:
+    """The manager walks the steps with the arrow keys, then rejects the episode from its
+    second step on: the steps before it stay usable."""
+    context, page, errors = sign_in(browser, base_url, "mona", f"/app/manage/episodes/{episode_id}")
+    steps = page.get_by_role("navigation", name="Steps")
+    expect(steps.locator("[aria-current=step]")).to_contain_text("Step 1")
+    page.keyboard.press("ArrowRight")
+    expect(steps.locator("[aria-current=step]")).to_contain_text("Step 2")
+    page.get_by_label("Reject it").check()
+    page.get_by_label("First wrong step").select_option("2")
+    page.get_by_label("Comment").fill("The click missed the prompt.")
+    page.get_by_role("button", name="Reject episode").click()
+    expect(page.get_by_test_id("latest-review")).to_contain_text("Rejected by mona")
+    expect(page.get_by_test_id("latest-review")).to_contain_text("first wrong step 2")
+    expect(steps.get_by_role("button", name="Step 2")).to_contain_text("first wrong")
+    review = Review.objects.get(episode_id=episode_id, reviewer__username="mona")
+    assert (review.verdict, review.first_wrong_step) == (Review.Verdict.REJECTED, 2)
+    assert Episode.objects.get(pk=episode_id).task.status == TaskStatus.REJECTED
+    page.screenshot(path=str(SHOTS / "manager-rejected-from-step-2.png"), full_page=True)
     errors.assert_none()
     context.close()
 
@@ -250,8 +273,8 @@ def test_manager_reviewer_and_engineer_pages(host, make_user, project, monkeypat
         episode_id = recording.episode_id
         assert Step.objects.filter(episode_id=episode_id).count() == 3
         check_manager_and_reviewer(browser, base_url, episode_id, project.pk, SHOTS, "mona", "rita")
+        assert Episode.objects.get(pk=episode_id).task.status == TaskStatus.REVIEWED
+        check_rejection_with_first_wrong_step(browser, base_url, episode_id)
         check_task_import_and_assignment(browser, base_url, project)
         check_tokens(browser, base_url, server)
         check_exports(browser, base_url, project)
-
-    assert Episode.objects.get(pk=episode_id).task.status == TaskStatus.REVIEWED

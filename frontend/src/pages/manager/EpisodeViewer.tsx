@@ -10,18 +10,12 @@ import { api } from "../../api";
 import { Button, ErrorBanner, Loading, useApi } from "../../ui";
 import { DECISION_LABEL, seconds, when } from "./format";
 import { LiveView } from "./LiveView";
+import { proposalOf } from "./proposal";
 import type { Action, Episode, Proposal, Review, Step } from "./types";
 import "./manager.css";
 
 const PROPOSAL_COLOUR = "#b35900";
 const FINAL_COLOUR = "#1f4fb8";
-
-function proposalOf(step: Step): Proposal | null {
-  if (step.chosen_rank !== null && step.chosen_rank !== undefined) {
-    return step.proposals.find((p) => p.rank === step.chosen_rank) ?? null;
-  }
-  return step.proposals.find((p) => !p.invalid_reason) ?? step.proposals[0] ?? null;
-}
 
 function Marker({
   action,
@@ -235,6 +229,19 @@ export function EpisodeViewer({ backTo, backLabel }: { backTo: string; backLabel
       setSelected(episode.steps[0].index);
     }
   }, [episode, selected]);
+  useEffect(() => {
+    // ← and → walk through the steps, unless the reviewer is typing.
+    const onKey = (event: KeyboardEvent) => {
+      const target = event.target as HTMLElement | null;
+      if (!episode || target?.closest("input, textarea, select") || event.altKey || event.ctrlKey || event.metaKey) return;
+      const indexes = episode.steps.map((s) => s.index);
+      const at = indexes.indexOf(selected);
+      if (event.key === "ArrowRight" && at < indexes.length - 1) setSelected(indexes[at + 1]);
+      else if (event.key === "ArrowLeft" && at > 0) setSelected(indexes[at - 1]);
+    };
+    window.addEventListener("keydown", onKey);
+    return () => window.removeEventListener("keydown", onKey);
+  }, [episode, selected]);
   if (error) return <ErrorBanner error={error} />;
   if (!episode) return <Loading />;
   const step = episode.steps.find((s) => s.index === selected) ?? null;
@@ -264,6 +271,7 @@ export function EpisodeViewer({ backTo, backLabel }: { backTo: string; backLabel
       <div className="viewer-body">
         <nav aria-label="Steps" className="step-list">
           <h2>Steps ({episode.steps.length})</h2>
+          <p className="meta">The left and right arrow keys move between steps.</p>
           <ol>
             {episode.steps.map((s) => (
               <li key={s.index}>

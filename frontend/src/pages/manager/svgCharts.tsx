@@ -4,6 +4,7 @@
  * so nothing is shown by colour alone.
  */
 import type { ReactNode } from "react";
+import { linePaths, niceMax } from "./chartScale";
 
 export const PALETTE = ["#1f4fb8", "#b35900", "#176b2c", "#8a1f9c", "#a3171e", "#00687a"];
 
@@ -21,14 +22,6 @@ function tickLabel(iso: string, bucket: "hour" | "day"): string {
   return bucket === "day"
     ? d.toLocaleDateString(undefined, { month: "short", day: "numeric", timeZone: "UTC" })
     : d.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", timeZone: "UTC" });
-}
-
-/** The top of a count axis: four equal whole-number steps that hold `value`. */
-function niceMax(value: number): number {
-  const quarter = Math.max(1, value / 4);
-  const power = 10 ** Math.floor(Math.log10(quarter));
-  for (const step of [1, 2, 5, 10]) if (quarter <= step * power) return 4 * step * power;
-  return 40 * power;
 }
 
 function Axes({
@@ -170,17 +163,7 @@ export function LineChart({
         <Axes buckets={buckets} bucket={bucket} max={max} format={format} />
         {series.map((s, si) => {
           const colour = PALETTE[si % PALETTE.length];
-          const runs: string[] = [];
-          let run = "";
-          s.values.forEach((v, i) => {
-            if (v === null) {
-              if (run) runs.push(run);
-              run = "";
-            } else {
-              run += `${run ? "L" : "M"}${x(i).toFixed(1)},${y(v).toFixed(1)}`;
-            }
-          });
-          if (run) runs.push(run);
+          const runs = linePaths(s.values, x, y);
           return (
             <g key={s.name}>
               {runs.map((d) => (
