@@ -29,6 +29,7 @@ from functools import reduce
 from operator import or_
 from typing import Any
 
+from django.core.files.storage import default_storage
 from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -48,6 +49,7 @@ from backend.celery import send_after_commit
 from model_serving import finetune
 from model_serving.evaluation import DEFAULT_TOLERANCE
 from model_serving.models import EvaluationRun, FineTuneJob, ModelVersion
+from model_serving.versions import is_adapter_name
 
 ACCEPTANCE_DAYS = 365
 # An OpenAI-compatible base URL; service names without a dot (http://vllm:8000/v1) included.
@@ -138,6 +140,19 @@ class ModelVersionCreateSerializer(serializers.Serializer):
         if ModelVersion.objects.filter(name=name).exists():
             raise serializers.ValidationError("A model version with this name exists.")
         return name
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        location = data["adapter_location"].strip("/")
+        if location:
+            if not is_adapter_name(data["name"]):
+                raise serializers.ValidationError(
+                    {"name": ["A version with an adapter is named with letters, digits, . _ -"]}
+                )
+            if not default_storage.exists(f"{location}/adapter_config.json"):
+                raise serializers.ValidationError(
+                    {"adapter_location": [f"No adapter_config.json in storage at {location}."]}
+                )
+        return {**data, "adapter_location": location}
 
 
 class FineTuneJobSerializer(serializers.ModelSerializer):

@@ -19,6 +19,7 @@ and offline evaluation on the project's held-out steps.
 """
 
 import asyncio
+import logging
 from typing import Any
 
 from django.db import transaction
@@ -38,6 +39,8 @@ from model_serving.registry import ProposerMisconfigured, get_proposer
 from model_serving.training.spec import DatasetFile, DatasetRef, Stage
 from model_serving.versions import choose_version, proposer_settings
 from vm_pool.actions import Action
+
+logger = logging.getLogger(__name__)
 
 EVALUATION_JOB = "annotation.jobs.evaluate_model_version"
 EVALUATION_QUEUE = "exports"
@@ -252,9 +255,14 @@ def run_evaluation(run_id: int) -> str:
     try:
         proposer = get_proposer(proposer_settings(project.model_settings, run.model_version))
         result = asyncio.run(evaluate(held_out, proposer, run.tolerance, on_progress=progress))
-    except (ProposerMisconfigured, ModelUnavailable) as error:
+    except Exception as error:
+        # Whatever stopped it, the run must not stay "running" for ever.
+        if not isinstance(error, ProposerMisconfigured | ModelUnavailable):
+            logger.exception("evaluation %s failed", run_id)
         EvaluationRun.objects.filter(pk=run_id).update(
-            status=JobStatus.FAILED, error=str(error), finished_at=timezone.now()
+            status=JobStatus.FAILED,
+            error=f"{type(error).__name__}: {error}",
+            finished_at=timezone.now(),
         )
         return JobStatus.FAILED
     EvaluationRun.objects.filter(pk=run_id).update(

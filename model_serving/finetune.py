@@ -15,24 +15,32 @@ Lifecycle: ``queued`` → ``running`` → ``succeeded`` | ``failed`` | ``cancell
 - ``cancel_job``: a queued job is cancelled at once; a running one is asked to stop, and the
   trainer's callback stops it between two steps.
 
-A job whose worker died is picked up again when its message is redelivered (``acks_late``):
-it starts over as a new attempt, in a new artifacts folder.
+**Attempts.** The job's message is acknowledged only when it ends (``acks_late``), so a job
+whose worker died is delivered again. A delivery starts an *attempt* under the row's lock: it
+bumps ``attempt`` and beats ``heartbeat_at`` as it works (every step, every log line). A
+delivery that finds the job running with a heartbeat younger than
+``TANDEM_FINETUNE_STALE_SECONDS`` (the broker redelivers long jobs whose worker is alive) is
+retried later instead (``AttemptAlive``); one that finds it older takes over as a new attempt,
+in a new artifacts folder. Every write of an attempt names its number, so an attempt that was
+taken over can neither report nor register anything: it stops at its next step.
 """
 
 import json
 import logging
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.files import File
+from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from backend.celery import send_after_commit
 from backend.errors import DomainError
+from model_serving.artifacts import MissingArtifacts, download_folder, upload_folder
 from model_serving.evaluation import is_held_out
 from model_serving.models import FINAL_STATUSES, FineTuneJob, JobStatus, ModelVersion
 from model_serving.training import data
@@ -43,6 +51,7 @@ from model_serving.training.spec import (
     hyperparameters,
     lora_settings,
 )
+from model_serving.versions import is_adapter_name
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +67,14 @@ class JobRejected(DomainError):
 class JobConflict(DomainError):
     status_code = 409
     code = "finetune_conflict"
+
+
+class AttemptAlive(Exception):
+    """Another attempt at this job is running and alive: deliver again after ``seconds``."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"another attempt is running; retry in {seconds:.0f} s")
+        self.seconds = seconds
 
 
 def resolve_base_model(base_model: str) -> str:
@@ -104,8 +121,11 @@ def create_job(
         base_url = base_url or parent_version.base_url
     path = parent_version.base_model_path if parent_version is not None else ""
     path = path or resolve_base_model(base_model)
-    if not version_name.strip():
-        raise JobRejected("the new model version needs a name")
+    if not is_adapter_name(version_name):
+        raise JobRejected(
+            f"{version_name!r} cannot name a model version with an adapter: use letters, "
+            "digits, dots, dashes and underscores"
+        )
     if ModelVersion.objects.filter(name=version_name).exists() or (
         FineTuneJob.objects.filter(version_name=version_name)
         .exclude(status__in=[JobStatus.FAILED, JobStatus.CANCELLED])
@@ -150,68 +170,67 @@ def cancel_job(job_id: int) -> FineTuneJob:
 
 
 class _JobReporter:
-    """What the trainer reports, written to the job's row."""
+    """What the trainer reports, written to the job's row by this attempt only."""
 
     def __init__(self, job: FineTuneJob) -> None:
         self.job_id = job.pk
+        self.attempt = job.attempt
         self.curve: list[dict[str, Any]] = []
         self.lines: list[str] = []
 
+    def _write(self, **fields: Any) -> None:
+        FineTuneJob.objects.filter(
+            pk=self.job_id, attempt=self.attempt, status=JobStatus.RUNNING
+        ).update(heartbeat_at=timezone.now(), **fields)
+
     def progress(self, fraction: float) -> None:
-        FineTuneJob.objects.filter(pk=self.job_id).update(progress=round(fraction, 4))
+        self._write(progress=round(fraction, 4))
 
     def loss(self, stage: int, kind: str, step: int, logs: dict[str, float]) -> None:
         point = {"stage": stage + 1, "kind": kind, "step": step, "loss": logs["loss"]}
         self.curve.append(point)
-        FineTuneJob.objects.filter(pk=self.job_id).update(loss_curve=self.curve)
+        self._write(loss_curve=self.curve)
 
     def log(self, line: str) -> None:
         self.lines.append(f"{timezone.now().isoformat(timespec='seconds')} {line}")
-        text = "\n".join(self.lines)[-MAX_LOG_CHARS:]
-        FineTuneJob.objects.filter(pk=self.job_id).update(logs=text)
+        self._write(logs="\n".join(self.lines)[-MAX_LOG_CHARS:])
 
     def cancelled(self) -> bool:
-        return FineTuneJob.objects.filter(pk=self.job_id, cancel_requested=True).exists()
+        """Cancelled, or taken over by a newer attempt: either way this one stops."""
+        return not FineTuneJob.objects.filter(
+            pk=self.job_id,
+            attempt=self.attempt,
+            status=JobStatus.RUNNING,
+            cancel_requested=False,
+        ).exists()
+
+    def finish(self, status: str, error: str = "") -> None:
+        FineTuneJob.objects.filter(pk=self.job_id, attempt=self.attempt).exclude(
+            status__in=FINAL_STATUSES
+        ).update(status=status, error=error, finished_at=timezone.now())
 
 
 def _claim(job_id: int) -> FineTuneJob | None:
+    now = timezone.now()
+    stale = timedelta(seconds=settings.TANDEM_FINETUNE_STALE_SECONDS)
     with transaction.atomic():
         job = FineTuneJob.objects.select_for_update().filter(pk=job_id).first()
         if job is None or job.status in FINAL_STATUSES:
             return None
+        if (
+            job.status == JobStatus.RUNNING
+            and job.heartbeat_at is not None
+            and now - job.heartbeat_at < stale
+        ):
+            raise AttemptAlive((job.heartbeat_at + stale - now).total_seconds() + 1)
         job.status = JobStatus.RUNNING
         job.attempt += 1
-        job.started_at = timezone.now()
+        job.started_at = now
+        job.heartbeat_at = now
         job.progress = 0.0
         job.loss_curve = []
         job.save()
     return job
-
-
-def _finish(job_id: int, status: str, error: str = "") -> None:
-    FineTuneJob.objects.filter(pk=job_id).update(
-        status=status, error=error, finished_at=timezone.now()
-    )
-
-
-def _upload(folder: Path, prefix: str) -> list[dict[str, Any]]:
-    stored = []
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        name = f"{prefix}/{path.relative_to(folder).as_posix()}"
-        with path.open("rb") as f:
-            saved = default_storage.save(name, File(f))
-        stored.append({"name": saved, "size": path.stat().st_size})
-    return stored
-
-
-def _download(prefix: str, into: Path) -> None:
-    directories, files = default_storage.listdir(prefix)
-    into.mkdir(parents=True, exist_ok=True)
-    for name in files:
-        with default_storage.open(f"{prefix}/{name}", "rb") as source:
-            (into / name).write_bytes(source.read())
-    for directory in directories:
-        _download(f"{prefix}/{directory}", into / directory)
 
 
 def run_job(job_id: int) -> str:
@@ -230,7 +249,7 @@ def run_job(job_id: int) -> str:
             parent = job.parent_version
             if parent is not None and parent.adapter_location:
                 reporter.log(f"continuing the adapter of {parent.name}")
-                _download(parent.adapter_location, workdir / "parent")
+                download_folder(parent.adapter_location, workdir / "parent")
                 parent_adapter = str(workdir / "parent")
             spec = spec_of(job, parent_adapter)
             tables = []
@@ -240,7 +259,7 @@ def run_job(job_id: int) -> str:
                 tables.append(data.load(stage.dataset, paths, is_held_out))
             outcome = train(spec, tables, workdir, reporter)
             reporter.log("storing the adapter and the training record")
-            adapter_files = _upload(outcome.adapter_dir, f"{prefix}/adapter")
+            adapter_files = upload_folder(outcome.adapter_dir, f"{prefix}/adapter")
             record = {
                 "job": job.pk,
                 "attempt": job.attempt,
@@ -255,19 +274,19 @@ def run_job(job_id: int) -> str:
                 "adapter_files": adapter_files,
             }
             default_storage.save(
-                f"{prefix}/run.json", File(_bytes_file(json.dumps(record, indent=2)))
+                f"{prefix}/run.json", ContentFile(json.dumps(record, indent=2).encode())
             )
     except TrainingCancelled as stopped:
         reporter.log(str(stopped))
-        _finish(job.pk, JobStatus.CANCELLED, str(stopped))
+        reporter.finish(JobStatus.CANCELLED, str(stopped))
         return JobStatus.CANCELLED
-    except (SpecError, data.DatasetUnusable, TrainingFailed) as error:
+    except (SpecError, data.DatasetUnusable, TrainingFailed, MissingArtifacts) as error:
         reporter.log(f"failed: {error}")
-        _finish(job.pk, JobStatus.FAILED, str(error))
+        reporter.finish(JobStatus.FAILED, str(error))
         return JobStatus.FAILED
     except Exception as error:
         logger.exception("fine-tuning job %s failed", job.pk)
-        _finish(job.pk, JobStatus.FAILED, f"{type(error).__name__}: {error}")
+        reporter.finish(JobStatus.FAILED, f"{type(error).__name__}: {error}")
         return JobStatus.FAILED
     return _register(job, reporter, prefix, record)
 
@@ -277,6 +296,8 @@ def _register(job: FineTuneJob, reporter: _JobReporter, prefix: str, record: dic
     try:
         with transaction.atomic():
             locked = FineTuneJob.objects.select_for_update().get(pk=job.pk)
+            if locked.attempt != job.attempt or locked.status != JobStatus.RUNNING:
+                return "superseded"  # a newer attempt owns the job now
             if locked.cancel_requested:
                 raise _CancelledLate
             ModelVersion.objects.create(
@@ -298,12 +319,12 @@ def _register(job: FineTuneJob, reporter: _JobReporter, prefix: str, record: dic
             locked.finished_at = timezone.now()
             locked.save()
     except _CancelledLate:
-        _finish(job.pk, JobStatus.CANCELLED, "cancelled before the version was registered")
+        reporter.finish(JobStatus.CANCELLED, "cancelled before the version was registered")
         return JobStatus.CANCELLED
     except IntegrityError:
         error = f"the model version name {job.version_name!r} was taken meanwhile"
         reporter.log(error)
-        _finish(job.pk, JobStatus.FAILED, error)
+        reporter.finish(JobStatus.FAILED, error)
         return JobStatus.FAILED
     reporter.log(f"registered model version {job.version_name}")
     return JobStatus.SUCCEEDED
@@ -315,9 +336,3 @@ class _CancelledLate(Exception):
 
 def _open(name: str) -> Any:
     return default_storage.open(name, "rb")
-
-
-def _bytes_file(text: str) -> Any:
-    import io
-
-    return io.BytesIO(text.encode())

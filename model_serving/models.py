@@ -66,7 +66,12 @@ class FineTuneJob(models.Model):
     error = models.TextField(blank=True)
     cancel_requested = models.BooleanField(default=False)
     artifacts_location = models.CharField(max_length=500, blank=True)
-    attempt = models.PositiveIntegerField(default=0)
+    attempt = models.PositiveIntegerField(
+        default=0, help_text="How many times a worker has started this job."
+    )
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last sign of life of the attempt running it."
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )

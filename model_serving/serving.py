@@ -19,11 +19,12 @@ from pathlib import Path
 
 import httpx
 from django.conf import settings
-from django.core.files.storage import default_storage
 from django.utils import timezone
 
 from backend.errors import DomainError
+from model_serving.artifacts import MissingArtifacts, download_folder
 from model_serving.models import ModelVersion
+from model_serving.versions import is_adapter_name
 from model_serving.vllm import endpoint_health
 
 LOAD_TIMEOUT_S = 120
@@ -38,6 +39,8 @@ class ServingFailed(DomainError):
 
 def adapter_paths(version: ModelVersion) -> tuple[Path, str]:
     """Where the platform writes the adapter, and the same folder as vLLM sees it."""
+    if not is_adapter_name(version.name):
+        raise ServingFailed(f"{version.name!r} cannot name an adapter folder")
     local = Path(settings.TANDEM_ADAPTER_DIR) / version.name
     remote = f"{str(settings.TANDEM_VLLM_ADAPTER_DIR).rstrip('/')}/{version.name}"
     return local, remote
@@ -46,20 +49,11 @@ def adapter_paths(version: ModelVersion) -> tuple[Path, str]:
 def materialize_adapter(version: ModelVersion) -> str:
     """Copy the version's adapter from storage to the shared folder; the path vLLM reads."""
     local, remote = adapter_paths(version)
-    _copy_folder(version.adapter_location, local)
+    try:
+        download_folder(version.adapter_location, local)
+    except MissingArtifacts as error:
+        raise ServingFailed(f"model version {version.name}: {error}") from None
     return remote
-
-
-def _copy_folder(prefix: str, into: Path) -> None:
-    directories, files = default_storage.listdir(prefix)
-    if not directories and not files:
-        raise ServingFailed(f"the adapter folder {prefix} is empty or missing in storage")
-    into.mkdir(parents=True, exist_ok=True)
-    for name in files:
-        with default_storage.open(f"{prefix}/{name}", "rb") as source:
-            (into / name).write_bytes(source.read())
-    for directory in directories:
-        _copy_folder(f"{prefix}/{directory}", into / directory)
 
 
 def load_lora_adapter(base_url: str, lora_name: str, lora_path: str, api_key: str = "") -> None:

@@ -12,12 +12,20 @@ episode and on every proposal, which is what acceptance rates per version group 
 """
 
 import hashlib
+import re
 from typing import Any
 
 from model_serving.models import ModelVersion
 
 AB_SALT = "tandem-ab:"
+# The name of a version with an adapter is also a folder name (TANDEM_ADAPTER_DIR/<name>) and
+# vLLM's lora_name: letters, digits, dots, dashes and underscores, nothing that walks folders.
+ADAPTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 VERSION_KEYS = ("proposer", "base_url", "model", "model_version", "style")
+
+
+def is_adapter_name(name: str) -> bool:
+    return bool(ADAPTER_NAME.fullmatch(name)) and ".." not in name
 
 
 def gets_version_b(episode_id: int, share: float) -> bool:

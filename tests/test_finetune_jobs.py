@@ -7,10 +7,12 @@ called in this process, inside the test's transaction (so nothing reaches a brok
 ``test_finetune_worker`` runs it on a real Celery worker."""
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from django.utils import timezone
 
 from annotation.models import DatasetExport
 from backend.accounts.roles import Role
@@ -268,3 +270,86 @@ def test_who_may_create_read_and_cancel_jobs(
     assert annotator.get("/api/finetune-jobs/").json()["results"] == []
     assert manager.post(f"/api/finetune-jobs/{job['id']}/cancel/").status_code == 403
     assert FineTuneJob.objects.get(pk=job["id"]).status == "queued"
+
+
+# --- attempts, parents ----------------------------------------------------------------------
+
+
+def test_a_redelivered_job_waits_for_a_live_attempt_and_takes_over_a_dead_one(
+    synthetic, engineer, base_model, settings
+):
+    user, client = engineer
+    sft = built_export(synthetic, user, "sft")
+    job = client.post("/api/finetune-jobs/", job_body([sft], base_model), format="json").json()
+    # A worker started the job, and is still beating.
+    FineTuneJob.objects.filter(pk=job["id"]).update(
+        status="running", attempt=1, heartbeat_at=timezone.now()
+    )
+    with pytest.raises(finetune.AttemptAlive):
+        finetune.run_job(job["id"])
+    assert FineTuneJob.objects.get(pk=job["id"]).attempt == 1
+
+    # Its worker died: the heartbeat is older than the stale limit.
+    stale = timezone.now() - timedelta(seconds=settings.TANDEM_FINETUNE_STALE_SECONDS + 1)
+    FineTuneJob.objects.filter(pk=job["id"]).update(heartbeat_at=stale)
+    assert finetune.run_job(job["id"]) == "succeeded"
+
+    row = FineTuneJob.objects.get(pk=job["id"])
+    assert (row.attempt, row.artifacts_location) == (2, f"finetune/job-{row.pk}/attempt-2")
+    assert ModelVersion.objects.get().adapter_location.startswith(row.artifacts_location)
+
+
+def test_an_attempt_that_was_taken_over_stops_reporting():
+    job = FineTuneJob.objects.create(
+        base_model="b", base_model_path="/b", stages=[], version_name="v", status="running"
+    )
+    job.attempt = 1
+    FineTuneJob.objects.filter(pk=job.pk).update(attempt=1)
+    reporter = finetune._JobReporter(job)
+    reporter.progress(0.5)
+    assert not reporter.cancelled()
+    FineTuneJob.objects.filter(pk=job.pk).update(attempt=2, progress=0.1)
+    reporter.progress(0.9)
+    reporter.finish("failed", "late")
+    assert reporter.cancelled()
+    row = FineTuneJob.objects.get(pk=job.pk)
+    assert (row.progress, row.status, row.error) == (0.1, "running", "")
+
+
+def test_a_job_can_continue_a_parent_versions_adapter(synthetic, engineer, base_model):
+    user, client = engineer
+    sft = built_export(synthetic, user, "sft")
+    dpo = built_export(synthetic, user, "dpo")
+    first = client.post("/api/finetune-jobs/", job_body([sft], base_model), format="json")
+    assert finetune.run_job(first.json()["id"]) == "succeeded"
+    parent = ModelVersion.objects.get(name="ui-tars-ft-1")
+
+    body = {
+        "exports": [dpo.pk],
+        "parent_version": "ui-tars-ft-1",
+        "version_name": "ui-tars-ft-2",
+        "hyperparameters": STEPS,
+    }
+    second = client.post("/api/finetune-jobs/", body, format="json").json()
+    assert second["base_model_path"] == str(base_model)
+    assert finetune.run_job(second["id"]) == "succeeded"
+
+    child = ModelVersion.objects.get(name="ui-tars-ft-2")
+    assert child.parent == parent and child.base_url == parent.base_url
+    assert child.lineage["parent"] == "ui-tars-ft-1"
+    assert "continuing the adapter of ui-tars-ft-1" in FineTuneJob.objects.get(pk=second["id"]).logs
+    with default_storage.open(f"{child.adapter_location}/adapter_config.json") as f:
+        assert json.load(f)["r"] == LORA["r"]  # the parent's adapter, trained further
+
+
+def test_version_names_that_cannot_name_an_adapter_folder_are_refused(
+    synthetic, engineer, base_model
+):
+    user, client = engineer
+    sft = built_export(synthetic, user, "sft")
+    for name in ("../escape", "a/b", "a..b"):
+        response = client.post(
+            "/api/finetune-jobs/", job_body([sft], base_model, name=name), format="json"
+        )
+        assert response.status_code == 400, name
+    assert not FineTuneJob.objects.exists()

@@ -276,3 +276,29 @@ def test_managers_choose_a_projects_versions_and_see_them_side_by_side(
     assert outsider.get(url).status_code == 404
     token, _ = token_client_for(make_user("mo", project, Role.MANAGER), ["projects:write"])
     assert token.get(url).status_code == 403
+
+
+def test_registering_an_adapter_checks_it_is_in_storage_under_a_usable_name(
+    adapter_storage, project, make_user, client_for
+):
+    client = client_for(make_user("erin", project, Role.ENGINEER))
+    stored_adapter("finetune/elsewhere/adapter")
+    body = {"name": "ft-x", "base_model": BASE, "base_url": "http://vllm:8000/v1"}
+
+    missing = client.post(
+        "/api/model-versions/", {**body, "adapter_location": "finetune/nothing"}, format="json"
+    )
+    assert missing.status_code == 400
+    assert "adapter_location" in missing.json()["error"]["details"]
+    unsafe = {**body, "name": "a/b", "adapter_location": "finetune/elsewhere/adapter"}
+    assert client.post("/api/model-versions/", unsafe, format="json").status_code == 400
+    assert not ModelVersion.objects.exists()
+
+    made = client.post(
+        "/api/model-versions/",
+        {**body, "adapter_location": "finetune/elsewhere/adapter/"},
+        format="json",
+    )
+    assert made.status_code == 201
+    assert made.json()["adapter_location"] == "finetune/elsewhere/adapter"
+    assert made.json()["served_name"] == "ft-x"

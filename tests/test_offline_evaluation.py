@@ -226,3 +226,18 @@ def test_evaluations_that_cannot_run_are_refused(recorded_project, settings, mak
     manager = client_for(make_user("mia", project, Role.MANAGER))
     assert manager.post(url, {"project": project.pk}, format="json").status_code == 403
     assert not EvaluationRun.objects.exists()
+
+
+def test_an_evaluation_that_breaks_is_failed_with_the_reason(recorded_project, settings):
+    project, _ = recorded_project
+    settings.TANDEM_HELD_OUT_SHARE = 1.0
+    version = ModelVersion.objects.create(name=MODEL, base_model=MODEL, base_url="http://m/v1")
+    run = model_versions.start_evaluation(version, project, None)
+    version.coordinate_style = "no-such-style"  # the proposer refuses these settings
+    version.save()
+
+    assert model_versions.run_evaluation(run.pk) == "failed"
+
+    run.refresh_from_db()
+    assert run.status == "failed" and "unknown coordinate style" in run.error
+    assert model_versions.run_evaluation(run.pk) == "skipped"

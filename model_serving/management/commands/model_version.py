@@ -7,10 +7,12 @@ manage.py model_version list
 
 from typing import Any
 
+from django.core.files.storage import default_storage
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from model_serving.models import ModelVersion
 from model_serving.serving import ServingFailed, serve_version
+from model_serving.versions import is_adapter_name
 
 
 class Command(BaseCommand):
@@ -35,6 +37,12 @@ class Command(BaseCommand):
     def _register(self, options: dict[str, Any]) -> None:
         if ModelVersion.objects.filter(name=options["name"]).exists():
             raise CommandError(f"a model version named {options['name']!r} exists")
+        if options["adapter"] and not is_adapter_name(options["name"]):
+            raise CommandError("a version with an adapter is named with letters, digits, . _ -")
+        if options["adapter"] and not default_storage.exists(
+            f"{options['adapter'].rstrip('/')}/adapter_config.json"
+        ):
+            raise CommandError(f"no adapter_config.json in storage at {options['adapter']}")
         parent = None
         if options["parent"]:
             parent = ModelVersion.objects.filter(name=options["parent"]).first()
