@@ -141,6 +141,8 @@ def check_manager_and_reviewer(
     context.close()
 
     context, page, errors = sign_in(browser, base_url, reviewer, "/app/review")
+    expect(page.get_by_role("link", name=f"Episode {episode_id}", exact=True)).to_be_visible()
+    page.screenshot(path=str(shots_dir / "reviewer-queue.png"), full_page=True)
     page.get_by_role("link", name=f"Episode {episode_id}", exact=True).click()
     expect(page.get_by_role("heading", level=1)).to_contain_text(episode.task.instruction)
     page.get_by_label("Accept the episode").check()

@@ -147,6 +147,24 @@ def check_rejection_with_first_wrong_step(browser, base_url: str, episode_id: in
     context.close()
 
 
+def check_projects(browser, base_url: str) -> None:
+    """The manager's project list, and a project created from it."""
+    context, page, errors = sign_in(browser, base_url, "mona", "/app/manage")
+    expect(page.get_by_role("link", name="Office tasks")).to_be_visible()
+    page.get_by_label("Name").fill("Web forms")
+    page.get_by_label("Platform").select_option("web")
+    page.get_by_role("button", name="Create project").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Web forms")
+    created = Project.objects.get(name="Web forms")
+    assert page.url.endswith(f"/app/manage/projects/{created.pk}/board")
+    assert (created.platform, created.memberships.get().user.username) == ("web", "mona")
+    page.get_by_role("link", name="Projects", exact=True).click()
+    expect(page.get_by_role("link", name="Web forms")).to_be_visible()
+    page.screenshot(path=str(SHOTS / "manager-projects.png"), full_page=True)
+    errors.assert_none()
+    context.close()
+
+
 def check_task_import_and_assignment(browser, base_url: str, project: Project) -> None:
     context, page, errors = sign_in(
         browser, base_url, "mona", f"/app/manage/projects/{project.pk}/tasks"
@@ -275,6 +293,7 @@ def test_manager_reviewer_and_engineer_pages(host, make_user, project, monkeypat
         check_manager_and_reviewer(browser, base_url, episode_id, project.pk, SHOTS, "mona", "rita")
         assert Episode.objects.get(pk=episode_id).task.status == TaskStatus.REVIEWED
         check_rejection_with_first_wrong_step(browser, base_url, episode_id)
+        check_projects(browser, base_url)
         check_task_import_and_assignment(browser, base_url, project)
         check_tokens(browser, base_url, server)
         check_exports(browser, base_url, project)
