@@ -342,6 +342,7 @@ def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
         sixth = decided(episode_id, 6)
         assert sixth.decision == Decision.CORRECTED
         assert sixth.final_action == {"type": "type", "content": "echo done\n"}
+        assert sixth.chosen_proposal_id is None  # it replaces no model output
 
         # 7: finish (F), with the answer empty.
         wait_for_proposal(page, 7)

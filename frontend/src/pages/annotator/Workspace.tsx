@@ -114,12 +114,11 @@ export function Workspace() {
     if (!editor || !canDecide) return;
     const action = actionOf(editor.draft);
     if (typeof action === "string") return;
-    send("corrected", {
-      thought: editor.thought,
-      action,
-      ...(proposal ? { proposal: proposal.rank } : {}),
-    });
-  }, [editor, canDecide, send, proposal]);
+    // The correction names the model output it replaces; a step the model could not propose
+    // replaces nothing.
+    const replaced = proposal && !open?.modelUnavailable ? { proposal: proposal.rank } : {};
+    send("corrected", { thought: editor.thought, action, ...replaced });
+  }, [editor, canDecide, send, proposal, open]);
 
   const pick = useCallback(
     (pixel: Point) => {

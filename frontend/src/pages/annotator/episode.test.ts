@@ -84,6 +84,16 @@ describe("the episode view", () => {
     expect(ended.outcome).toBe("env_failed");
   });
 
+  it("shows a refused decision until the step moves on", () => {
+    const refused = reduce(observed, {
+      event: "error",
+      payload: { code: "stale_decision", message: "Step 1 was already decided (accepted).", step: 1 },
+    });
+    expect(refused.error?.code).toBe("stale_decision");
+    const moved = reduce(refused, { event: "observation", payload: { step: 2, screenshot: "cd", screen: [1280, 800] } });
+    expect(moved.error).toBeNull();
+  });
+
   it("knows a step after a kept error is a reflection", () => {
     const view = reduce(
       reduce(observed, { event: "proposal", payload: { step: 1, candidates: [proposal] } }),

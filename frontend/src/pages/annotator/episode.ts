@@ -95,7 +95,7 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
         modelUnavailable: null,
         proposedAt: null,
       };
-      return { ...view, steps: [...view.steps, added], openStep: view.ended ? null : step };
+      return { ...view, steps: [...view.steps, added], openStep: view.ended ? null : step, error: null };
     }
     case "proposal_delta": {
       const { step, candidate, text } = message.payload;
@@ -130,7 +130,7 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
         decision: decision as Decision,
         final_action: action as Action,
       }));
-      return { ...next, openStep: view.openStep === step ? null : view.openStep };
+      return { ...next, openStep: view.openStep === step ? null : view.openStep, error: null };
     }
     case "ended":
       return {
