@@ -264,3 +264,26 @@ def test_episode_detail_gives_actions_as_ui_tars_text(history, client_for):
         "manager",
         "type(content='HELLO\\n')",
     )
+
+
+def test_board_refuses_a_limit_out_of_range(history, client_for, project):
+    manager, _ = history
+    response = client_for(manager).get(f"/api/projects/{project.pk}/board/?limit=0")
+    assert response.status_code == 400
+    assert "limit" in response.json()["error"]["details"]
+
+
+def test_review_queue_narrows_to_one_project_and_refuses_a_bad_id(
+    history, client_for, project, other_project, make_user
+):
+    manager, first = history
+    reviewer = make_user("rev", project, Role.REVIEWER)
+    client = client_for(reviewer)
+    queued = client.get(f"/api/review-queue/?project={project.pk}").json()["results"]
+    assert [(e["id"], e["instruction"], e["project_name"]) for e in queued] == [
+        (first.pk, "Greet", project.name)
+    ]
+    assert client.get(f"/api/review-queue/?project={other_project.pk}").json()["results"] == []
+    refused = client.get("/api/review-queue/?project=office")
+    assert refused.status_code == 400
+    assert "project" in refused.json()["error"]["details"]

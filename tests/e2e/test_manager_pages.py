@@ -254,6 +254,16 @@ def check_exports(browser, base_url: str, project: Project) -> None:
     errors.assert_none()
     context.close()
 
+    # The project's manager reads the exports from the project page, and may not ask for one.
+    context, page, errors = sign_in(
+        browser, base_url, "mona", f"/app/manage/projects/{project.pk}/board"
+    )
+    page.get_by_role("link", name="Dataset exports").click()
+    expect(page.get_by_test_id("exports-table").get_by_text("succeeded")).to_be_visible()
+    expect(page.get_by_role("button", name="Start export")).to_have_count(0)
+    errors.assert_none()
+    context.close()
+
 
 def test_manager_reviewer_and_engineer_pages(host, make_user, project, monkeypatch):
     template = DesktopTemplate.objects.create(name="pages", width=1280, height=800)

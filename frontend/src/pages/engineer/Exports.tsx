@@ -4,6 +4,7 @@
  * Engineers create exports; managers see and download them (the server enforces both).
  */
 import { useEffect, useState } from "react";
+import { useSearchParams } from "react-router-dom";
 import { api, type Page, type Project } from "../../api";
 import { Button, ErrorBanner, Loading, useApi } from "../../ui";
 import { when } from "../manager/format";
@@ -194,8 +195,9 @@ function ExportRow({ item, onChange }: { item: DatasetExport; onChange: () => vo
 export function Exports() {
   const projects = useApi<Page<Project>>("/api/projects/?page_size=200");
   const usable = (projects.data?.results ?? []).filter((p) => ["engineer", "manager", "admin"].includes(String(p.my_role)));
-  const [chosen, setChosen] = useState("");
-  const project = chosen || (usable[0] ? String(usable[0].id) : "");
+  const [params, setParams] = useSearchParams();
+  const chosen = params.get("project") ?? "";
+  const project = usable.some((p) => String(p.id) === chosen) ? chosen : usable[0] ? String(usable[0].id) : "";
   const list = useApi<Page<DatasetExport>>(project ? `/api/exports/?project=${project}&page_size=100` : null);
   const anyLive = (list.data?.results ?? []).some((e) => e.status === "queued" || e.status === "running");
   const { reload } = list;
@@ -210,7 +212,7 @@ export function Exports() {
       <div className="form-row">
         <label className="field">
           Project
-          <select value={project} onChange={(e) => setChosen(e.target.value)}>
+          <select value={project} onChange={(e) => setParams({ project: e.target.value })}>
             {usable.map((p) => (
               <option key={p.id} value={p.id}>
                 {p.name}

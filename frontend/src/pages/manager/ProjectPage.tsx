@@ -21,6 +21,7 @@ export function ProjectPage() {
         {manages ? <NavLink to="tasks">Tasks</NavLink> : null}
         <NavLink to="charts">Charts</NavLink>
         <NavLink to="episodes">Episodes</NavLink>
+        {manages ? <NavLink to={`/engineer/exports?project=${projectId}`}>Dataset exports</NavLink> : null}
       </nav>
       <Routes>
         <Route index element={<Navigate to="board" replace />} />
