@@ -44,7 +44,7 @@ chunk of episodes at a time (three queries per chunk), so memory holds one chunk
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -185,16 +185,20 @@ def iter_samples(
     *,
     tally: Tally | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    on_episode: Callable[[int], None] | None = None,
 ) -> Iterator[Sample]:
     """Stream the records of one kind (``sft``, ``dpo`` or ``ct``) in episode and step order.
 
     ``dpo`` yields both error-correction and post-reflection pairs. ``tally``, when given, is
-    filled as records are yielded and steps are skipped.
+    filled as records are yielded and steps are skipped. ``on_episode``, when given, is called
+    with each episode's id as it is read (before its records), even one that gives none.
     """
     if kind not in DatasetExport.Kind.values:
         raise ValueError(f"unknown dataset kind {kind!r}; one of {', '.join(DatasetExport.Kind)}")
     tally = tally if tally is not None else Tally()
     for episode in _episodes(filters, kind).iterator(chunk_size=chunk_size):
+        if on_episode is not None:
+            on_episode(episode.pk)
         if filters.exclude_held_out and is_held_out(episode.pk):
             tally.skipped[HELD_OUT] += 1
             continue

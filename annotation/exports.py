@@ -14,9 +14,10 @@ An export is a ``DatasetExport`` row and a Celery job on the ``exports`` queue. 
   earlier attempt left there is cleared, the data files are copied, ``manifest.json`` last, and
   the row becomes ``succeeded`` with its file list in one transaction. The API shows files and
   serves downloads only for a succeeded export, so a half-written attempt is never visible.
-- **Between chunks** of ``CHECK_EVERY`` records (and at least every second) the attempt writes
-  its progress and heartbeat in one conditional update; when that update finds the export
-  cancelled or taken over, the attempt stops and removes its staging folder.
+- **Between chunks** of ``CHECK_EVERY`` records (and at least every second, as records or
+  episodes are read) the attempt writes its progress and heartbeat in one conditional update;
+  when that update finds the export cancelled or taken over, the attempt stops and removes its
+  staging folder.
 - **Versioned and reproducible.** Files are a function of the data and the filters (see the
   format writers); ``content_hash`` is the sha256 of the manifest, which lists every file's
   sha256, so equal hashes mean equal datasets.
@@ -265,26 +266,34 @@ def _check(export_id: int, attempt: int, progress: float) -> None:
         raise _Stopped()
 
 
-def _checked(
-    records: Iterator[datasets.Sample], export_id: int, attempt: int, total: int
-) -> Iterator[datasets.Sample]:
-    """The records, with a check between chunks; progress counts the episodes read (the
-    writing takes the last 10%)."""
-    delay = settings.TANDEM_EXPORT_RECORD_DELAY_MS / 1000
-    episodes = 0
-    last_episode = None
-    since_check = 0
-    checked_at = time.monotonic()
-    for record in records:
-        if record.episode_id != last_episode:
-            episodes, last_episode = episodes + 1, record.episode_id
-        since_check += 1
-        if since_check >= CHECK_EVERY or time.monotonic() - checked_at >= CHECK_SECONDS:
-            _check(export_id, attempt, 0.9 * episodes / max(total, 1))
-            since_check, checked_at = 0, time.monotonic()
-        if delay:
-            time.sleep(delay)
-        yield record
+class _Checkpoints:
+    """Progress and heartbeat between chunks: after every ``CHECK_EVERY`` records or
+    ``CHECK_SECONDS``, whichever comes first, counted as episodes are read (so an export whose
+    episodes give few records still checks in). Progress counts the episodes read; writing the
+    files takes the last 10%."""
+
+    def __init__(self, export_id: int, attempt: int, total: int) -> None:
+        self.export_id, self.attempt, self.total = export_id, attempt, max(total, 1)
+        self.episodes = self.records = 0
+        self.checked_at = time.monotonic()
+        self.delay = settings.TANDEM_EXPORT_RECORD_DELAY_MS / 1000
+
+    def episode(self, episode_id: int) -> None:
+        self.episodes += 1
+        self._maybe_check()
+
+    def wrap(self, records: Iterator[datasets.Sample]) -> Iterator[datasets.Sample]:
+        for record in records:
+            self.records += 1
+            self._maybe_check()
+            if self.delay:
+                time.sleep(self.delay)
+            yield record
+
+    def _maybe_check(self) -> None:
+        if self.records >= CHECK_EVERY or time.monotonic() - self.checked_at >= CHECK_SECONDS:
+            _check(self.export_id, self.attempt, 0.9 * self.episodes / self.total)
+            self.records, self.checked_at = 0, time.monotonic()
 
 
 def _filters(export: DatasetExport) -> tuple[datasets.Filters, bool]:
@@ -316,12 +325,11 @@ def _screenshot_reader() -> Any:
 
 def _write(export: DatasetExport, attempt: int, staging: Path) -> Path:
     filters, include_accepted = _filters(export)
-    total = datasets.count_episodes(filters, export.kind)
-    records = _checked(
-        datasets.iter_samples(filters, export.kind, include_accepted),
-        export.pk,
-        attempt,
-        total,
+    checkpoints = _Checkpoints(export.pk, attempt, datasets.count_episodes(filters, export.kind))
+    records = checkpoints.wrap(
+        datasets.iter_samples(
+            filters, export.kind, include_accepted, on_episode=checkpoints.episode
+        )
     )
     # The coordinate convention of the model the project serves (its proposer's ``style``).
     style = export.project.model_settings.get("style", "uitars15")

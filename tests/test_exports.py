@@ -18,6 +18,7 @@ from django.core.files.storage import default_storage
 from django.test.utils import override_settings
 from django.utils import timezone
 
+from annotation import datasets as datasets_module
 from annotation import exports
 from annotation.models import DatasetExport, Episode
 from annotation.reviews import review_episode
@@ -258,3 +259,16 @@ def test_a_failing_export_says_why_and_leaves_no_files(api, project, recorded, s
     assert "FileNotFoundError" in export["error"]
     assert export["files"] == [] and stored(export["id"]) == []
     assert list((storage_root / "staging").iterdir()) == []
+
+
+def test_the_job_checks_in_as_episodes_are_read_even_without_records(
+    storage_root, project, make_user
+):
+    annotator = make_user("ann", project, Role.ANNOTATOR)
+    ids = make_episodes(project, annotator, 3, 1)  # one accepted step each: no SFT sample
+    seen: list[int] = []
+    records = datasets_module.iter_samples(
+        datasets_module.Filters(project.pk), "sft", on_episode=seen.append
+    )
+    assert list(records) == []
+    assert seen == sorted(ids)
