@@ -191,9 +191,13 @@ class _JobReporter:
         self.curve.append(point)
         self._write(loss_curve=self.curve)
 
-    def log(self, line: str) -> None:
+    def logs_with(self, line: str) -> str:
+        """The log with ``line`` added, as stored."""
         self.lines.append(f"{timezone.now().isoformat(timespec='seconds')} {line}")
-        self._write(logs="\n".join(self.lines)[-MAX_LOG_CHARS:])
+        return "\n".join(self.lines)[-MAX_LOG_CHARS:]
+
+    def log(self, line: str) -> None:
+        self._write(logs=self.logs_with(line))
 
     def cancelled(self) -> bool:
         """Cancelled, or taken over by a newer attempt: either way this one stops."""
@@ -313,6 +317,7 @@ def _register(job: FineTuneJob, reporter: _JobReporter, prefix: str, record: dic
                 | {"job": job.pk, "parent": record["parent_version"], "run": f"{prefix}/run.json"},
                 created_by=job.created_by,
             )
+            locked.logs = reporter.logs_with(f"registered model version {job.version_name}")
             locked.status = JobStatus.SUCCEEDED
             locked.progress = 1.0
             locked.artifacts_location = prefix
@@ -326,7 +331,6 @@ def _register(job: FineTuneJob, reporter: _JobReporter, prefix: str, record: dic
         reporter.log(error)
         reporter.finish(JobStatus.FAILED, error)
         return JobStatus.FAILED
-    reporter.log(f"registered model version {job.version_name}")
     return JobStatus.SUCCEEDED
 
 

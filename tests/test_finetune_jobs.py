@@ -13,6 +13,7 @@ import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.utils import timezone
+from safetensors import safe_open
 
 from annotation.models import DatasetExport
 from backend.accounts.roles import Role
@@ -102,6 +103,13 @@ def test_sft_then_dpo_on_recorded_episodes_registers_a_version_with_its_lineage(
     # The adapter, the training record and the run record are in storage.
     folders, files = default_storage.listdir(version.adapter_location)
     assert {"adapter_config.json", "adapter_model.safetensors"} <= set(files)
+    weights = default_storage.path(f"{version.adapter_location}/adapter_model.safetensors")
+    with safe_open(weights, "pt") as adapter:
+        tensors = list(adapter.keys())
+    # The language model's q and v projections, both layers, A and B; nothing of the vision
+    # tower (vLLM would refuse it), nothing of DPO's frozen reference copy.
+    assert len(tensors) == 2 * 2 * 2
+    assert all(".language_model.layers." in name and ".ref." not in name for name in tensors)
     with default_storage.open(f"{version.adapter_location}/tandem_training.json") as f:
         training = json.load(f)
     assert training["stages"][1]["arguments"]["beta"] == 0.1

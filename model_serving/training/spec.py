@@ -74,7 +74,8 @@ class LoraSettings:
     r: int = 16
     alpha: int = 32
     dropout: float = 0.05
-    # The language model's attention and MLP projections; the vision tower stays frozen.
+    # The language model's attention and MLP projections (only the language model's: the
+    # trainer leaves the vision tower frozen, see trainer.language_model_modules).
     target_modules: tuple[str, ...] = (
         "q_proj",
         "k_proj",
@@ -95,7 +96,8 @@ class Hyperparameters:
     gradient_accumulation_steps: int = 8
     beta: float = 0.1  # DPO's
     seed: int = 42
-    bf16: bool = False
+    bf16: bool | None = None  # None: wherever the GPU supports it
+    gradient_checkpointing: bool = False  # trades compute for memory on long screenshots
 
 
 def _build(cls: type, data: dict[str, Any] | None, what: str) -> Any:

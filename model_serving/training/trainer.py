@@ -18,6 +18,7 @@ so training sees exactly the same inputs.
 
 import json
 import logging
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
@@ -117,6 +118,14 @@ def _callback(reporter: Reporter, stage: int, kind: str, stages: int) -> Any:
     return JobCallback()
 
 
+def language_model_modules(names: tuple[str, ...]) -> str:
+    """A PEFT target pattern: modules with these names in the language model only. The vision
+    tower has ``gate_proj``/``up_proj``/``down_proj`` too, but vLLM serves LoRA adapters of the
+    language model only, so an adapter must not touch it."""
+    alternatives = "|".join(re.escape(name) for name in names)
+    return rf"^(?!.*\bvisual\b).*\.(?:{alternatives})$"
+
+
 def _lora_config(lora: LoraSettings) -> Any:
     from peft import LoraConfig
 
@@ -124,9 +133,18 @@ def _lora_config(lora: LoraSettings) -> Any:
         r=lora.r,
         lora_alpha=lora.alpha,
         lora_dropout=lora.dropout,
-        target_modules=list(lora.target_modules),
+        target_modules=language_model_modules(lora.target_modules),
         task_type="CAUSAL_LM",
     )
+
+
+def _bf16(hp: Hyperparameters) -> bool:
+    """bf16 as asked; by default wherever the GPU supports it (never on the CPU)."""
+    if hp.bf16 is not None:
+        return hp.bf16
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
 def _arguments(kind: str, hp: Hyperparameters, output_dir: Path) -> Any:
@@ -140,7 +158,8 @@ def _arguments(kind: str, hp: Hyperparameters, output_dir: Path) -> Any:
         "per_device_train_batch_size": hp.batch_size,
         "gradient_accumulation_steps": hp.gradient_accumulation_steps,
         "seed": hp.seed,
-        "bf16": hp.bf16,
+        "bf16": _bf16(hp),
+        "gradient_checkpointing": hp.gradient_checkpointing,
         "logging_steps": 1,
         "save_strategy": "no",
         "report_to": [],
@@ -165,7 +184,7 @@ def train(
     reporter.log(f"loading {spec.base_model_path}")
     try:
         processor = load_processor(spec.base_model_path)
-        dtype = torch.bfloat16 if spec.hyperparameters.bf16 else torch.float32
+        dtype = torch.bfloat16 if _bf16(spec.hyperparameters) else torch.float32
         model: Any = AutoModelForImageTextToText.from_pretrained(spec.base_model_path, dtype=dtype)
     except (OSError, ValueError) as error:
         raise TrainingFailed(
