@@ -8,6 +8,7 @@ and offline evaluation on the project's held-out steps.
   data itself by the worker (its ``episode_id`` column), so it holds whatever built the export.
 - **Versions of a project.** ``model_version`` (A) proposes; ``version_b`` takes
   ``version_b_share`` of the episodes, chosen from the episode id (``model_serving.versions``).
+  Only a version whose endpoint was checked to serve it (``serving``) can be chosen.
   The chosen version is fixed on the episode when it starts (``Episode.served_version``) and
   its name is recorded on the episode and on each proposal.
 - **Held-out steps** of a project: the decided steps of its ended, held-out episodes
@@ -123,8 +124,12 @@ def set_project_versions(
     if version_b is not None and version_b == model_version:
         raise DomainError("versions A and B are the same version")
     for version in (model_version, version_b):
-        if version is not None and not version.base_url:
-            raise DomainError(f"model version {version.name} has no endpoint (base_url)")
+        if version is not None and version.serving_status != ModelVersion.Serving.SERVING:
+            raise DomainError(
+                f"model version {version.name} is {version.serving_status}, not served: serve "
+                "it first (POST /api/model-versions/{id}/serve/), so its endpoint is checked",
+                details={"model_version": version.name, "error": version.serving_error},
+            )
     project.model_version = model_version
     project.version_b = version_b
     project.version_b_share = version_b_share if version_b is not None else 0.0

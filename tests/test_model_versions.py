@@ -212,8 +212,10 @@ def test_episodes_of_a_project_propose_with_their_version_and_record_its_name(
     screenshot = store_screenshot(solid_png(1280, 800))
     with serving(model=BASE) as server:
         server.default = Reply.text("Thought: Wait.\nAction: wait()")
-        a = ModelVersion.objects.create(name=BASE, base_model=BASE, base_url=server.base_url)
-        b = adapter_version(server.base_url)
+        a = serve_version(
+            ModelVersion.objects.create(name=BASE, base_model=BASE, base_url=server.base_url)
+        )
+        b = serve_version(adapter_version(server.base_url))
         project.model_settings = {"temperature": 0.2, "model": "ignored", "base_url": "ignored"}
         project.save(update_fields=["model_settings"])
         model_versions.set_project_versions(project, a, b, 0.5)
@@ -242,8 +244,10 @@ def test_episodes_of_a_project_propose_with_their_version_and_record_its_name(
 def test_managers_choose_a_projects_versions_and_see_them_side_by_side(
     project, make_user, client_for, token_client_for
 ):
-    a = ModelVersion.objects.create(name="v1", base_model=BASE, base_url="http://vllm/v1")
-    b = ModelVersion.objects.create(name="v2", base_model=BASE, base_url="http://vllm/v1")
+    serving = ModelVersion.Serving.SERVING
+    a = ModelVersion.objects.create(name="v1", base_model=BASE, serving_status=serving)
+    b = ModelVersion.objects.create(name="v2", base_model=BASE, serving_status=serving)
+    ModelVersion.objects.create(name="v3", base_model=BASE, serving_error="HTTP 400: no")
     manager = client_for(make_user("mia", project, Role.MANAGER))
     url = f"/api/projects/{project.pk}/model-versions/"
 
@@ -264,6 +268,9 @@ def test_managers_choose_a_projects_versions_and_see_them_side_by_side(
     assert bad.status_code == 400
     same = manager.put(url, {"model_version": "v1", "version_b": "v1", "version_b_share": 0.5})
     assert same.status_code == 400
+    unserved = manager.put(url, {"model_version": "v3"}, format="json")
+    assert unserved.status_code == 400
+    assert "v3 is registered, not served" in unserved.json()["error"]["message"]
     project.refresh_from_db()
     assert (project.model_version, project.version_b, project.version_b_share) == (a, b, 0.25)
 
