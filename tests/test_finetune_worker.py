@@ -186,3 +186,17 @@ def test_the_finetune_command_queues_a_job_and_follows_it_to_its_version(
     assert f"[{'#' * 30}] 100% succeeded loss " in printed
     assert printed.rstrip().endswith("registered model version ui-tars-ft-cli")
     assert ModelVersion.objects.get(name="ui-tars-ft-cli").job == job
+
+
+def test_only_training_is_routed_to_the_train_queue_and_its_exchange():
+    router = celery_app.amqp.router
+    train = router.route({}, "model_serving.jobs.run_finetune_job", args=[1])["queue"]
+    assert (train.name, train.exchange.name, train.routing_key) == ("train", "train", "train")
+    for job, queue in {
+        "model_serving.jobs.serve_model_version": "default",
+        "annotation.jobs.evaluate_model_version": "exports",
+        "annotation.jobs.build_export": "exports",
+        "annotation.jobs.propose_step": "model",
+        "vm_pool.jobs.check_all_hosts": "desktops",
+    }.items():
+        assert router.route({}, job, args=[1])["queue"].name == queue, job

@@ -172,7 +172,12 @@ def test_held_out_steps_leave_out_kept_errors_and_rejected_steps(
 
 
 def test_an_evaluation_job_scores_a_version_and_shows_next_to_live_acceptance(
-    recorded_project, settings, make_user, token_client_for, client_for
+    recorded_project,
+    settings,
+    make_user,
+    token_client_for,
+    client_for,
+    django_capture_on_commit_callbacks,
 ):
     project, ids = recorded_project
     settings.TANDEM_HELD_OUT_SHARE = 1.0
@@ -183,10 +188,14 @@ def test_an_evaluation_job_scores_a_version_and_shows_next_to_live_acceptance(
         version = ModelVersion.objects.create(
             name=MODEL, base_model=MODEL, base_url=server.base_url
         )
-        started = client.post(
-            f"/api/model-versions/{version.pk}/evaluations/", {"project": project.pk}, format="json"
-        )
+        with django_capture_on_commit_callbacks(execute=False) as queued:
+            started = client.post(
+                f"/api/model-versions/{version.pk}/evaluations/",
+                {"project": project.pk},
+                format="json",
+            )
         assert started.status_code == 201, started.json()
+        assert len(queued) == 1 and not server.chat_requests  # queued, not run in the request
         run = started.json()
         assert (run["status"], run["total"]) == ("queued", 9)
 
