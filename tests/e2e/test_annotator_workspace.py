@@ -8,7 +8,9 @@ corrects it by clicking on the desktop, corrects another as a drag at a second w
 stored point is the screen pixel under its click, within 1 px, at both sizes), keeps an error while
 the web server is down (the decision is sent when the socket is back), writes the reflection,
 writes a step the model could not propose, then finishes. The manager's and reviewer's pages then
-take the recorded episode over (``manager_flow``). Screenshots go to var/e2e-screenshots/.
+take the recorded episode over (``manager_flow``). In a second episode the desktop dies: the
+workspace says so, and the annotator abandons the episode, which gives the task back.
+Screenshots go to var/e2e-screenshots/.
 No console error or uncaught page error is allowed at any point, nor any serious accessibility
 problem axe-core finds in the workspace.
 """
@@ -19,7 +21,9 @@ import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,7 +37,7 @@ from backend.accounts.models import User
 from backend.accounts.roles import Role
 from tests.conftest import PASSWORD
 from tests.e2e.manager_flow import CHROMIUM_ARGS, BrowserErrors, check_manager_and_reviewer
-from tests.fake_model_server import Reply, serving
+from tests.fake_model_server import FakeModelServer, Reply, serving
 from tests.live import TERMINAL, asgi, websockify, worker
 from tests.services import free_port
 from vm_pool import pool
@@ -179,9 +183,22 @@ def assert_within_a_pixel(stored: Any, expected: tuple[int, int]) -> None:
     )
 
 
-def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
-    host, project, make_user, monkeypatch
-):
+@dataclass
+class Live:
+    """The running services of a test, and the annotator's browser page."""
+
+    base: str
+    model: FakeModelServer
+    browser: Browser
+    page: Page
+    errors: BrowserErrors
+    restart_web: Callable[[Callable[[], None]], None]
+
+
+@contextmanager
+def live_workspace(host: str, project: Project, monkeypatch, script: list[Reply]) -> Iterator[Live]:
+    """A ready desktop, the model scripted with ``script``, websockify, a worker, the web
+    server and a browser page with the annotator signed in on the sign-in page."""
     DesktopTemplate.objects.create(
         name="e2e",
         width=SCREEN[0],
@@ -190,25 +207,16 @@ def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
         autostart=[["xsetroot", "-solid", ROOT_COLOUR]],
     )
     annie = annotator_who_can_sign_in(project)
-    make_user("mona", project, Role.MANAGER)
-    make_user("rex", project, Role.REVIEWER)
-    task = Task.objects.create(
-        project=project,
-        external_id="e2e-1",
-        instruction="Open the Archive folder, then the Reports folder",
-        setup=[{"type": "launch", "parameters": {"command": TERMINAL}}],
-        max_steps=10,
-    )
     desktop = pool.start_desktop(pool.create_desktop(DesktopTemplate.objects.get(), host).pk)
     assert desktop.status == DesktopStatus.READY, desktop.broken_reason
     SHOTS.mkdir(parents=True, exist_ok=True)
     print(f"\nscreenshots of the browser run: {SHOTS}")
     port, stream_port = free_port(), free_port()
-    base = f"http://127.0.0.1:{port}"
+    stream_url = f"ws://127.0.0.1:{stream_port}"
 
     with ExitStack() as services:
         model = services.enter_context(serving(MODEL))
-        model.script(*SCRIPT)
+        model.script(*script)
         model.default = Reply.text("Thought: Wait for the screen.\nAction: wait()")
         Project.objects.filter(pk=project.pk).update(
             environment_template="e2e",
@@ -216,29 +224,63 @@ def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
         )
         services.enter_context(websockify(stream_port))
         services.enter_context(worker(host, BROKER, CHANNELS))
-        stream_url = f"ws://127.0.0.1:{stream_port}"
 
         def web_server():
             return services.enter_context(
                 asgi(host, port, BROKER, CHANNELS, TANDEM_WEBSOCKIFY_PUBLIC_URL=stream_url)
             )
 
-        web = web_server()
+        web = [web_server()]
+
+        def restart_web(while_down: Callable[[], None]) -> None:
+            """SIGKILL the web server, run ``while_down``, start a new one on the same port."""
+            os.killpg(web[0].pid, signal.SIGKILL)
+            web[0].wait()
+            while_down()
+            web[0] = web_server()
+
         browser = services.enter_context(chromium(monkeypatch))
+        base = f"http://127.0.0.1:{port}"
         context = browser.new_context(viewport={"width": 1366, "height": 768}, base_url=base)
         errors = BrowserErrors(context)
         page = context.new_page()
-
-        # Sign in on the sign-in page; it lands in the app.
         page.goto("/")
         page.get_by_label("Username").fill(annie.username)
         page.get_by_label("Password").fill(PASSWORD)
         page.get_by_role("button", name="Sign in").click()
         expect(page.get_by_role("heading", name="Welcome, Annie")).to_be_visible()
-        page.get_by_role("navigation", name="Main").get_by_role("link", name="Annotate").click()
-        page.get_by_role("button", name="Start next task").click()
-        page.wait_for_url("**/app/annotate/episodes/*", timeout=30_000)
-        episode_id = int(page.url.rstrip("/").rsplit("/", 1)[1])
+        yield Live(base, model, browser, page, errors, restart_web)
+        context.close()
+
+
+def start_task(page: Page) -> int:
+    """From the app's home: the annotator's queue, then the next task; the episode's id."""
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Annotate").click()
+    page.get_by_role("button", name="Start next task").click()
+    page.wait_for_url("**/app/annotate/episodes/*", timeout=30_000)
+    return int(page.url.rstrip("/").rsplit("/", 1)[1])
+
+
+def terminal_task(project: Project) -> Task:
+    return Task.objects.create(
+        project=project,
+        external_id=f"e2e-{uuid.uuid4().hex[:6]}",
+        instruction="Open the Archive folder, then the Reports folder",
+        setup=[{"type": "launch", "parameters": {"command": TERMINAL}}],
+        max_steps=10,
+    )
+
+
+def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
+    host, project, make_user, monkeypatch
+):
+    make_user("mona", project, Role.MANAGER)
+    make_user("rex", project, Role.REVIEWER)
+    task = terminal_task(project)
+    with live_workspace(host, project, monkeypatch, SCRIPT) as live:
+        page, errors, base = live.page, live.errors, live.base
+        # Sign-in landed in the app; start the task.
+        episode_id = start_task(page)
         expect(page.get_by_text(task.instruction)).to_be_visible()
 
         # The live desktop shows real frames.
@@ -299,19 +341,21 @@ def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
         # decision waits, the socket comes back to a new server and sends it then.
         page.set_viewport_size({"width": 1366, "height": 768})
         wait_for_proposal(page, 4)
-        os.killpg(web.pid, signal.SIGKILL)
-        web.wait()
+
+        def keep_the_error_while_down() -> None:
+            expect(page.get_by_text("connection lost: reconnecting…")).to_be_visible()
+            page.keyboard.press("k")
+            expect(page.get_by_text("Sending your decision for step 4…")).to_be_visible()
+
         down_from = len(errors.messages)
-        expect(page.get_by_text("connection lost: reconnecting…")).to_be_visible()
-        page.keyboard.press("k")
-        expect(page.get_by_text("Sending your decision for step 4…")).to_be_visible()
-        web = web_server()
+        live.restart_web(keep_the_error_while_down)
         fourth = decided(episode_id, 4)
         assert fourth.decision == Decision.ERROR_KEPT
         assert fourth.final_action["type"] == "scroll"
         expect(page.get_by_text("connection lost: reconnecting…")).to_have_count(0)
         # While the server was down the browser logged only the refused reconnections.
-        refused = f"WebSocket connection to 'ws://127.0.0.1:{port}/ws/episodes/{episode_id}/'"
+        socket = base.replace("http://", "ws://") + f"/ws/episodes/{episode_id}/"
+        refused = f"WebSocket connection to '{socket}'"
         while len(errors.messages) > down_from:
             message = errors.messages.pop(down_from)
             assert refused in message, message
@@ -370,6 +414,62 @@ def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
         expect(page.get_by_role("alert")).to_contain_text("No task is available for you right now.")
         expect(page.get_by_role("alert")).to_contain_text("no_task_available")
         errors.assert_none(expected=(f"404 (Not Found) ({base}/api/episodes/start/)",))
-        context.close()
 
-        check_manager_and_reviewer(browser, base, episode_id, project.pk, SHOTS, "mona", "rex")
+        check_manager_and_reviewer(live.browser, base, episode_id, project.pk, SHOTS, "mona", "rex")
+
+
+def test_a_failed_desktop_is_shown_and_the_episode_abandoned(host, project, monkeypatch, settings):
+    # The health check runs here and tells the annotator's socket through the test's layer.
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [CHANNELS]},
+        }
+    }
+    task = terminal_task(project)
+    with live_workspace(host, project, monkeypatch, SCRIPT[:1]) as live:
+        page = live.page
+        episode_id = start_task(page)
+        expect(page.get_by_test_id("stream-state")).to_have_text("stream: live", timeout=30_000)
+        wait_for_proposal(page, 1)
+
+        desktop = Episode.objects.select_related("desktop").get(pk=episode_id).desktop
+        assert desktop is not None
+        for pid in os.listdir("/proc"):
+            if pid.isdigit() and command_line(pid).startswith(f"Xvfb :{desktop.display} "):
+                os.kill(int(pid), signal.SIGKILL)
+        eventually(lambda: off_the_loop(pool.check_health, host) == [desktop.pk], "the failure")
+
+        expect(page.get_by_test_id("phase")).to_have_text("Desktop failed", timeout=30_000)
+        expect(page.get_by_role("alert")).to_contain_text("The desktop failed")
+        page.screenshot(path=str(SHOTS / "workspace-desktop-failed.png"))
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.get_by_role("button", name="Abandon episode").click()
+        expect(page.get_by_role("heading", name="Episode ended: abandoned")).to_be_visible()
+
+        episode = Episode.objects.get(pk=episode_id)
+        assert episode.outcome == EpisodeOutcome.ABANDONED
+        task.refresh_from_db()
+        assert task.status == TaskStatus.QUEUED and task.assignee_id is None
+        live.errors.assert_none()
+
+
+def off_the_loop(function: Callable[..., T], *args: Any) -> T:
+    """Run ``function`` in a thread of its own: Playwright's event loop runs in this one, and
+    the channel layer's synchronous calls refuse to run beside it."""
+
+    def call() -> T:
+        try:
+            return function(*args)
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(call).result()
+
+
+def command_line(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:  # the process ended meanwhile
+        return ""

@@ -210,7 +210,7 @@ export function Workspace() {
         ) : (
           <DesktopView
             episode={episodeId}
-            streaming={!view.ended}
+            streaming={!view.ended && !view.desktopFailed}
             screen={screen}
             screenshotUrl={last ? `/api/screenshots/${last.screenshot}/` : null}
             proposal={phase === "deciding" ? (valid?.action ?? null) : null}
