@@ -69,6 +69,10 @@ class JobConflict(DomainError):
     code = "finetune_conflict"
 
 
+class _CancelledLate(Exception):
+    """The job was cancelled after training, before its version was registered."""
+
+
 class AttemptAlive(Exception):
     """Another attempt at this job is running and alive: deliver again after ``seconds``."""
 
@@ -221,6 +225,12 @@ def _claim(job_id: int) -> FineTuneJob | None:
         job = FineTuneJob.objects.select_for_update().filter(pk=job_id).first()
         if job is None or job.status in FINAL_STATUSES:
             return None
+        if job.cancel_requested:  # cancelled while its worker was gone
+            job.status = JobStatus.CANCELLED
+            job.finished_at = now
+            job.error = job.error or "cancelled while no worker was running it"
+            job.save()
+            return None
         if (
             job.status == JobStatus.RUNNING
             and job.heartbeat_at is not None
@@ -332,10 +342,6 @@ def _register(job: FineTuneJob, reporter: _JobReporter, prefix: str, record: dic
         reporter.finish(JobStatus.FAILED, error)
         return JobStatus.FAILED
     return JobStatus.SUCCEEDED
-
-
-class _CancelledLate(Exception):
-    pass
 
 
 def _open(name: str) -> Any:

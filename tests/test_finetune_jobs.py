@@ -361,3 +361,20 @@ def test_version_names_that_cannot_name_an_adapter_folder_are_refused(
         )
         assert response.status_code == 400, name
     assert not FineTuneJob.objects.exists()
+
+
+def test_a_job_cancelled_while_its_worker_was_gone_is_not_restarted(
+    synthetic, engineer, base_model, settings
+):
+    user, client = engineer
+    sft = built_export(synthetic, user, "sft")
+    job = client.post("/api/finetune-jobs/", job_body([sft], base_model), format="json").json()
+    stale = timezone.now() - timedelta(seconds=settings.TANDEM_FINETUNE_STALE_SECONDS + 1)
+    FineTuneJob.objects.filter(pk=job["id"]).update(status="running", attempt=1, heartbeat_at=stale)
+    assert client.post(f"/api/finetune-jobs/{job['id']}/cancel/").status_code == 200
+
+    assert finetune.run_job(job["id"]) == "skipped"
+
+    row = FineTuneJob.objects.get(pk=job["id"])
+    assert (row.status, row.attempt) == ("cancelled", 1)
+    assert row.error == "cancelled while no worker was running it"
