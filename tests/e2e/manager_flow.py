@@ -10,69 +10,12 @@ error fails the check.
 
 from pathlib import Path
 
-from django.conf import settings
-from django.test import Client
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import Browser, expect
 
 from annotation.models import Episode, Review, Step
-from backend.accounts.models import User
+from tests.e2e.browser import CHROMIUM_ARGS, BrowserErrors, sign_in
 
-VIEWPORT = {"width": 1366, "height": 768}
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-class BrowserErrors:
-    """Console errors and uncaught exceptions of every page of a browser context."""
-
-    def __init__(self, context: BrowserContext) -> None:
-        self.messages: list[str] = []
-        context.on("page", self.watch)
-
-    def watch(self, page: Page) -> None:
-        page.on(
-            "console",
-            lambda m: (
-                self.messages.append(f"console: {m.text} ({m.location.get('url')})")
-                if m.type == "error"
-                else None
-            ),
-        )
-        page.on("pageerror", lambda e: self.messages.append(f"page error: {e} at {page.url}"))
-
-    def assert_none(self, expected: tuple[str, ...] = ()) -> None:
-        """No errors but the ``expected`` ones (substrings of a message): a request the test
-        makes fail on purpose is logged by the browser as a failed resource."""
-        unexpected = [m for m in self.messages if not any(e in m for e in expected)]
-        assert unexpected == [], "\n".join(unexpected)
-
-
-def sign_in(browser: Browser, base_url: str, username: str, landing: str):
-    """A new browser context with a session of ``username`` (made as Django's login makes
-    it, so it does not depend on the password hasher the user was created with), on
-    ``landing``."""
-    client = Client()
-    client.force_login(User.objects.get(username=username))
-    context = browser.new_context(viewport=VIEWPORT, base_url=base_url)
-    context.add_cookies(
-        [
-            {
-                "name": settings.SESSION_COOKIE_NAME,
-                "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
-                "url": base_url,
-            }
-        ]
-    )
-    errors = BrowserErrors(context)
-    page = context.new_page()
-    page.goto(landing)
-    return context, page, errors
+__all__ = ["CHROMIUM_ARGS", "BrowserErrors", "check_manager_and_reviewer", "sign_in"]
 
 
 def _step_with_both_points(episode: Episode) -> int:

@@ -10,20 +10,20 @@ and revoked, and a dataset export asked for and downloaded.
 
 import json
 import uuid
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
 import pytest
 from celery import Celery
 from django.test import Client
-from playwright.sync_api import Browser, expect, sync_playwright
+from playwright.sync_api import expect
 
 from annotation.models import Episode, EpisodeOutcome, Project, Review, Step, Task, TaskStatus
 from backend.accounts.models import AccessToken
 from backend.accounts.roles import Role
-from tests.e2e.manager_flow import CHROMIUM_ARGS, check_manager_and_reviewer, sign_in
+from tests.e2e.browser import chromium, sign_in
+from tests.e2e.manager_flow import check_manager_and_reviewer
 from tests.live import CSRF, TERMINAL, Socket, asgi, service_env, websockify, worker
 from tests.services import BIN, free_port, running
 from vm_pool import pool
@@ -53,20 +53,6 @@ def export_worker(host: str):
         return bool(Celery(broker=BROKER, set_as_current=False).control.ping([name], timeout=0.5))
 
     return running(command, service_env(host, BROKER, CHANNELS), ready, 60)
-
-
-@contextmanager
-def chromium(monkeypatch) -> Iterator[Browser]:
-    """Headless Chromium. Playwright's sync API keeps an event loop in this thread, where the
-    test's own (synchronous) database checks then need Django's permission; it is given only
-    after the services started, so their processes do not inherit it."""
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS
-        )
-        yield browser
-        browser.close()
 
 
 class Recording:
