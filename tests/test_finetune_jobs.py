@@ -4,11 +4,13 @@ the registered version and its lineage, and jobs that must fail cleanly.
 
 The job's body (``model_serving.finetune.run_job``) is what the ``train`` worker runs; here it is
 called in this process, inside the test's transaction (so nothing reaches a broker).
-``test_finetune_worker`` runs it on a real Celery worker."""
+``test_finetune_worker`` runs it on a real Celery worker. Storage is local files, and S3 (moto's
+server) in one test."""
 
 import json
 from datetime import timedelta
 
+import boto3
 import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
@@ -19,9 +21,12 @@ from annotation.models import DatasetExport
 from backend.accounts.roles import Role
 from model_serving import finetune
 from model_serving.models import FineTuneJob, ModelVersion
+from model_serving.serving import serve_version
 from tests.export_data import make_episodes
+from tests.fake_model_server import serving
 from tests.finetune_data import LORA, STEPS, built_export, save_tiny_base
 from tests.test_datasets_pairs import loop_settings, recorded  # noqa: F401  (fixtures)
+from tests.test_storage_s3 import CREDENTIALS, s3_endpoint, s3_storage  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
 
@@ -378,3 +383,32 @@ def test_a_job_cancelled_while_its_worker_was_gone_is_not_restarted(
     row = FineTuneJob.objects.get(pk=job["id"])
     assert (row.status, row.attempt) == ("cancelled", 1)
     assert row.error == "cancelled while no worker was running it"
+
+
+@pytest.mark.services
+def test_on_s3_storage_a_trained_adapter_is_stored_in_the_bucket_and_served_from_it(
+    s3_storage,  # noqa: F811
+    synthetic,
+    engineer,
+    base_model,
+    settings,
+    tmp_path,
+):
+    user, client = engineer
+    settings.TANDEM_ADAPTER_DIR = settings.TANDEM_VLLM_ADAPTER_DIR = str(tmp_path / "adapters")
+    sft = built_export(synthetic, user, "sft")
+    with serving(model="ui-tars-1.5-7b") as server:
+        body = job_body([sft], base_model, base_url=server.base_url)
+        job = client.post("/api/finetune-jobs/", body, format="json").json()
+        assert finetune.run_job(job["id"]) == "succeeded"
+        version = serve_version(ModelVersion.objects.get(name="ui-tars-ft-1"))
+
+    bucket = boto3.client("s3", endpoint_url=s3_storage, region_name="us-east-1", **CREDENTIALS)
+    keys = {o["Key"] for o in bucket.list_objects_v2(Bucket="tandem")["Contents"]}
+    prefix = f"finetune/job-{job['id']}/attempt-1"
+    assert {f"{prefix}/adapter/adapter_model.safetensors", f"{prefix}/run.json"} <= keys
+    assert version.serving_status == "serving"
+    assert server.adapters == {"ui-tars-ft-1": str(tmp_path / "adapters" / "ui-tars-ft-1")}
+    stored = bucket.get_object(Bucket="tandem", Key=f"{prefix}/adapter/adapter_model.safetensors")
+    loaded = tmp_path / "adapters" / "ui-tars-ft-1" / "adapter_model.safetensors"
+    assert loaded.read_bytes() == stored["Body"].read()
