@@ -249,6 +249,7 @@ def live_workspace(host: str, project: Project, monkeypatch, script: list[Reply]
         page.get_by_label("Password").fill(PASSWORD)
         page.get_by_role("button", name="Sign in").click()
         expect(page.get_by_role("heading", name="Welcome, Annie")).to_be_visible()
+        page.screenshot(path=str(SHOTS / "home.png"))
         yield Live(base, model, browser, page, errors, restart_web)
         context.close()
 
@@ -256,6 +257,8 @@ def live_workspace(host: str, project: Project, monkeypatch, script: list[Reply]
 def start_task(page: Page) -> int:
     """From the app's home: the annotator's queue, then the next task; the episode's id."""
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Annotate").click()
+    expect(page.get_by_role("heading", name="Your queue")).to_be_visible()
+    page.screenshot(path=str(SHOTS / "annotator-queue.png"))
     page.get_by_role("button", name="Start next task").click()
     page.wait_for_url("**/app/annotate/episodes/*", timeout=30_000)
     return int(page.url.rstrip("/").rsplit("/", 1)[1])
