@@ -30,13 +30,14 @@ from typing import Any, TypeVar
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connections
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from annotation.models import Decision, Episode, EpisodeOutcome, Project, Step, Task, TaskStatus
 from backend.accounts.models import User
 from backend.accounts.roles import Role
 from tests.conftest import PASSWORD
-from tests.e2e.manager_flow import CHROMIUM_ARGS, BrowserErrors, check_manager_and_reviewer
+from tests.e2e.browser import BrowserErrors, chromium
+from tests.e2e.manager_flow import check_manager_and_reviewer
 from tests.fake_model_server import FakeModelServer, Reply, serving
 from tests.live import TERMINAL, asgi, websockify, worker
 from tests.services import free_port
@@ -77,25 +78,6 @@ def host(settings):
     yield settings.TANDEM_HOST
     for desktop in Desktop.objects.exclude(status=DesktopStatus.STOPPED):
         pool.stop_desktop(desktop.pk)
-
-
-@contextmanager
-def chromium(monkeypatch) -> Iterator[Browser]:
-    """Debian's Chromium, headless. Playwright's sync API runs an event loop in this thread;
-    the test's synchronous database checks need Django's leave, given only once the services
-    run so that their processes do not inherit it. While that loop runs, Django hands out
-    connections of their own; they are closed before it stops, or the test database could not
-    be dropped."""
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS
-        )
-        try:
-            yield browser
-        finally:
-            connections.close_all()
-            browser.close()
 
 
 def eventually(read: Callable[[], T | None], what: str, seconds: float = 30) -> T:
