@@ -194,6 +194,11 @@ def check_task_import_and_assignment(browser, base_url: str, project: Project) -
     assigned = Task.objects.filter(project=project, external_id__in=["n1", "n2"])
     assert {(t.status, t.assignee.username) for t in assigned} == {(TaskStatus.ASSIGNED, "ann")}
     page.screenshot(path=str(SHOTS / "manager-tasks-assigned.png"), full_page=True)
+    page.get_by_label("Select task n2").check()
+    page.get_by_role("button", name="Unassign selected").click()
+    expect(page.get_by_test_id("assign-result")).to_contain_text("1 task(s) back in the pool")
+    back = Task.objects.get(project=project, external_id="n2")
+    assert (back.status, back.assignee) == (TaskStatus.QUEUED, None)
     refused = f"status of 400 (Bad Request) ({base_url}/api/projects/{project.pk}/import/)"
     errors.assert_none(expected=(refused,))
     context.close()

@@ -13,6 +13,7 @@ const SPANS: Record<string, { bucket: "hour" | "day"; hours: number; label: stri
 
 export function ProjectCharts({ projectId }: { projectId: string }) {
   const [span, setSpan] = useState("14d");
+  const [measure, setMeasure] = useState<"steps" | "episodes">("steps");
   const [now] = useState(() => new Date());
   const { bucket, hours } = SPANS[span];
   const since = new Date(now.getTime() - hours * 3600_000).toISOString();
@@ -33,6 +34,13 @@ export function ProjectCharts({ projectId }: { projectId: string }) {
             ))}
           </select>
         </label>
+        <label className="field">
+          Throughput measure
+          <select value={measure} onChange={(e) => setMeasure(e.target.value as "steps" | "episodes")}>
+            <option value="steps">Steps decided</option>
+            <option value="episodes">Episodes submitted</option>
+          </select>
+        </label>
       </div>
       <ErrorBanner error={throughput.error ?? acceptance.error} />
       {!throughput.data || !acceptance.data ? <Loading /> : null}
@@ -40,11 +48,14 @@ export function ProjectCharts({ projectId }: { projectId: string }) {
         {throughput.data ? (
           <div>
             <BarChart
-              title="Steps decided per annotator"
+              title={measure === "steps" ? "Steps decided per annotator" : "Episodes submitted per annotator"}
               testId="throughput-chart"
               buckets={throughput.data.buckets}
               bucket={throughput.data.bucket}
-              series={throughput.data.annotators.map((a) => ({ name: a.annotator, values: a.points.map((p) => p.steps) }))}
+              series={throughput.data.annotators.map((a) => ({
+                name: a.annotator,
+                values: a.points.map((p) => (measure === "steps" ? p.steps : p.episodes)),
+              }))}
             />
             <table className="table" data-testid="throughput-table">
               <caption>Totals for the period</caption>
