@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Avg, Count, F, OuterRef, QuerySet, Subquery, Value
+from django.db.models import Avg, Count, Exists, F, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce, NullIf, Trunc
 from django.utils import timezone
 
@@ -135,6 +135,7 @@ def throughput(project: Project, span: Window) -> dict[str, Any]:
             decided_at__lt=span.end,
         )
         .annotate(at=Trunc("decided_at", span.bucket, tzinfo=UTC), who=F("decided_by__username"))
+        .exclude(decided_by=None)
         .values("at", "who")
         .annotate(n=Count("id"), mean_ms=Avg("decision_ms"))
         .order_by()
@@ -180,6 +181,7 @@ def throughput(project: Project, span: Window) -> dict[str, Any]:
 
 def acceptance(project: Project, span: Window) -> dict[str, Any]:
     best_valid = Proposal.objects.filter(step=OuterRef("pk"), invalid_reason="").order_by("rank")
+    # Counted in PostgreSQL, one row per (bucket, decision, version, proposal or not).
     rows = (
         Step.objects.filter(
             episode__task__project=project,
@@ -192,21 +194,23 @@ def acceptance(project: Project, span: Window) -> dict[str, Any]:
                 NullIf(F("chosen_proposal__model_version"), Value("")),
                 Subquery(best_valid.values("model_version")[:1]),
             ),
-            valid=Subquery(best_valid.values("pk")[:1]),
+            valid=Exists(best_valid),
             fallback=F("episode__model_version"),
         )
         .values("at", "decision", "proposed_by", "fallback", "valid")
+        .annotate(n=Count("id"))
+        .order_by()
     )
     cells: dict[str, dict[datetime, dict[str, int]]] = defaultdict(dict)
-    for row in rows.iterator(chunk_size=2000):
-        if row["valid"] is None:
-            version = row["fallback"] or UNKNOWN_VERSION
-            kind = "without_proposal"
-        else:
+    for row in rows:
+        if row["valid"]:
             version = row["proposed_by"] or row["fallback"] or UNKNOWN_VERSION
             kind = row["decision"]
+        else:
+            version = row["fallback"] or UNKNOWN_VERSION
+            kind = "without_proposal"
         counts = cells[version].setdefault(row["at"], _zero())
-        counts[kind] += 1
+        counts[kind] += row["n"]
     versions = []
     for version in sorted(cells):
         total = _zero()
