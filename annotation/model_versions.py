@@ -3,9 +3,10 @@ and offline evaluation on the project's held-out steps.
 
 - **Datasets of a fine-tuning job.** Each export the engineer names must exist, belong to a
   project where they may manage datasets, have succeeded, be TRL Parquet, and be SFT or DPO;
-  it becomes a stage pinned to its exact files and sha256s (``model_serving.training.spec``).
-  Stages run in the order given. Whether a dataset holds held-out episodes is checked on the
-  data itself by the worker (its ``episode_id`` column), so it holds whatever built the export.
+  it must have been built with ``exclude_held_out``; it becomes a stage pinned to its exact
+  files and sha256s (``model_serving.training.spec``). Stages run in the order given. The
+  worker checks the data itself too (its ``episode_id`` column), so that a change of the
+  held-out share after the export cannot leak evaluation episodes into training.
 - **Versions of a project.** ``model_version`` (A) proposes; ``version_b`` takes
   ``version_b_share`` of the episodes, chosen from the episode id (``model_serving.versions``).
   Only a version whose endpoint was checked to serve it (``serving``) can be chosen.
@@ -105,6 +106,11 @@ def _unusable(export: DatasetExport) -> str:
         return f"it is a {export.kind} dataset; fine-tuning takes sft and dpo"
     if not any(f["name"].endswith(".parquet") for f in export.files):
         return "it has no Parquet files"
+    if not export.filters.get("exclude_held_out"):
+        return (
+            "it may hold held-out episodes, which are kept for evaluation; export it again "
+            "with filters.exclude_held_out"
+        )
     return ""
 
 

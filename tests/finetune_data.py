@@ -25,7 +25,9 @@ def save_tiny_base(folder: Path) -> Path:
 def built_export(
     project: Project, user: User, kind: str, fmt: str = "trl", **filters: Any
 ) -> DatasetExport:
-    """An export row built and published by the export job's own function."""
+    """An export row built and published by the export job's own function; held-out episodes
+    are left out unless the filters say otherwise."""
+    filters.setdefault("exclude_held_out", True)
     export = DatasetExport.objects.create(
         project=project,
         kind=kind,

@@ -11,6 +11,7 @@ import json
 from datetime import timedelta
 
 import boto3
+import datasets
 import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
@@ -20,6 +21,7 @@ from safetensors import safe_open
 from annotation.models import DatasetExport
 from backend.accounts.roles import Role
 from model_serving import finetune
+from model_serving.evaluation import is_held_out
 from model_serving.models import FineTuneJob, ModelVersion
 from model_serving.serving import serve_version
 from tests.export_data import make_episodes
@@ -228,6 +230,9 @@ def test_exports_that_cannot_be_trained_on_are_refused(synthetic, engineer, base
     assert "it is a ct dataset" in message
     message = refused(client, job_body([factory], base_model), 400, "dataset_not_usable")
     assert "llama_factory format" in message
+    with_held_out = built_export(synthetic, user, "sft", exclude_held_out=False)
+    message = refused(client, job_body([with_held_out], base_model), 400, "dataset_not_usable")
+    assert "may hold held-out episodes" in message and "exclude_held_out" in message
     body = job_body([], base_model)
     assert client.post("/api/finetune-jobs/", body, format="json").status_code == 400
 
@@ -412,3 +417,21 @@ def test_on_s3_storage_a_trained_adapter_is_stored_in_the_bucket_and_served_from
     stored = bucket.get_object(Bucket="tandem", Key=f"{prefix}/adapter/adapter_model.safetensors")
     loaded = tmp_path / "adapters" / "ui-tars-ft-1" / "adapter_model.safetensors"
     assert loaded.read_bytes() == stored["Body"].read()
+
+
+def test_an_export_without_the_held_out_split_trains_on_the_other_episodes_only(
+    media, project, make_user, engineer, base_model, settings
+):
+    user, client = engineer
+    settings.TANDEM_HELD_OUT_SHARE = 0.5
+    ids = make_episodes(project, make_user("ann", project, Role.ANNOTATOR), episodes=16, steps=2)
+    kept = {i for i in ids if not is_held_out(i)}
+    assert kept and kept != set(ids)  # 16 episodes at one half: both sides are there
+    sft = built_export(project, user, "sft")
+
+    rows = datasets.load_dataset(
+        "parquet", data_files=default_storage.path(f"{sft.location}data/*.parquet"), split="train"
+    )
+    assert set(rows["episode_id"]) == kept
+    job = client.post("/api/finetune-jobs/", job_body([sft], base_model), format="json").json()
+    assert finetune.run_job(job["id"]) == "succeeded"
