@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
-from annotation import access, episodes, importer, queue, reviews
+from annotation import access, episodes, importer, model_versions, queue, reviews
 from annotation.models import Episode, Membership, Project, Step, Task
 from annotation.serializers import (
     AssignSerializer,
@@ -197,7 +197,7 @@ class ProjectViewSet(viewsets.ModelViewSet):
         The endpoint is probed inside this request: ``GET /models`` with a 3-second timeout,
         a health probe and not a model call (see ``model_serving.status``)."""
         project = self.get_object()
-        return Response(model_status(project.model_settings))
+        return Response(model_status(model_versions.project_model_settings(project)))
 
 
 class MembershipViewSet(

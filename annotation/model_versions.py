@@ -156,6 +156,13 @@ def assign_version(episode: Episode, project: Project) -> None:
     episode.save(update_fields=["served_version", "model_name", "model_version"])
 
 
+def project_model_settings(project: Project) -> dict[str, Any]:
+    """The proposer settings of the project's version A, else its own model settings."""
+    if project.model_version is None:
+        return project.model_settings
+    return proposer_settings(project.model_settings, project.model_version)
+
+
 def episode_model_settings(episode: Episode) -> dict[str, Any]:
     """The proposer settings for an episode's steps: its version's, else the project's."""
     project = episode.task.project

@@ -309,3 +309,23 @@ def test_registering_an_adapter_checks_it_is_in_storage_under_a_usable_name(
     assert made.status_code == 201
     assert made.json()["adapter_location"] == "finetune/elsewhere/adapter"
     assert made.json()["served_name"] == "ft-x"
+
+
+def test_the_project_model_endpoint_probes_the_version_that_proposes(
+    adapter_storage, project, make_user, client_for
+):
+    member = client_for(make_user("ann", project, Role.ANNOTATOR))
+    with serving(model=BASE) as server:
+        version = serve_version(adapter_version(server.base_url))
+        model_versions.set_project_versions(project, version, None, 0.0)
+        status = member.get(f"/api/projects/{project.pk}/model/").json()
+        server.adapters.clear()  # the server restarted without it
+        lost = member.get(f"/api/projects/{project.pk}/model/").json()
+
+    assert (status["proposer"], status["model"], status["health"]["ok"]) == (
+        "openai",
+        "ui-tars-ft-1",
+        True,
+    )
+    assert lost["health"]["ok"] is False
+    assert lost["health"]["error"] == f"the endpoint serves {BASE}, not ui-tars-ft-1"
