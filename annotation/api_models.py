@@ -191,8 +191,11 @@ class FineTuneJobSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_model_version(self, job: FineTuneJob) -> dict[str, Any] | None:
-        version = ModelVersion.objects.filter(job=job).first()
-        return None if version is None else {"id": version.pk, "name": version.name}
+        try:
+            version = job.model_version
+        except ModelVersion.DoesNotExist:
+            return None
+        return {"id": version.pk, "name": version.name}
 
 
 class FineTuneJobCreateSerializer(serializers.Serializer):
@@ -245,7 +248,7 @@ class FineTuneJobViewSet(
 
     def get_queryset(self) -> QuerySet[FineTuneJob]:
         user = self.request.user
-        jobs = FineTuneJob.objects.select_related("created_by", "parent_version")
+        jobs = FineTuneJob.objects.select_related("created_by", "parent_version", "model_version")
         if user.is_superuser:
             return jobs
         projects = list(access.projects_where(user, Capability.READ_DATASETS).values_list("pk"))
