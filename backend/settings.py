@@ -301,6 +301,7 @@ TANDEM_BASE_MODELS = dict(
 TANDEM_ADAPTER_DIR = Path(env("TANDEM_ADAPTER_DIR", str(BASE_DIR / "var" / "adapters")))
 TANDEM_VLLM_ADAPTER_DIR = env("TANDEM_VLLM_ADAPTER_DIR", str(TANDEM_ADAPTER_DIR))
 TANDEM_HELD_OUT_SHARE = float(env("TANDEM_HELD_OUT_SHARE", "0.1"))
+TANDEM_TRAIN_QUEUE = env("TANDEM_TRAIN_QUEUE", "train")  # tests run workers on their own
 # A fine-tuning attempt silent this long (no step, no log line) is taken over by a new one.
 TANDEM_FINETUNE_STALE_SECONDS = env_int("TANDEM_FINETUNE_STALE_SECONDS", 900)
 # Streamed proposal text is forwarded to the browser at most this often.

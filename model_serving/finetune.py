@@ -56,7 +56,6 @@ from model_serving.versions import is_adapter_name
 logger = logging.getLogger(__name__)
 
 MAX_LOG_CHARS = 64_000
-TRAIN_QUEUE = "train"
 
 
 class JobRejected(DomainError):
@@ -155,7 +154,9 @@ def create_job(
         raise JobRejected(str(error)) from None
     with transaction.atomic():
         job.save()
-        send_after_commit("model_serving.jobs.run_finetune_job", [job.pk], TRAIN_QUEUE)
+        send_after_commit(
+            "model_serving.jobs.run_finetune_job", [job.pk], settings.TANDEM_TRAIN_QUEUE
+        )
     return job
 
 

@@ -2,8 +2,9 @@
 worker of docker-compose does: the API queues the job and returns; the worker moves it through
 its states and registers the version; a cancel stops a running job between two steps.
 
-Rows are committed (``transaction=True``), so the API's message really goes to the broker's
-``train`` queue, which no other worker of the platform consumes."""
+Rows are committed (``transaction=True``), so the API's message really goes to the broker. The
+jobs go to a queue of this module's own (``TANDEM_TRAIN_QUEUE``; ``train`` in a deployment, as
+the last test checks), so that no other worker on this machine takes them."""
 
 import io
 import json
@@ -13,7 +14,6 @@ import uuid
 
 import pytest
 import redis
-from django.conf import settings
 from django.core.management import call_command
 
 from backend.accounts.roles import Role
@@ -24,6 +24,8 @@ from tests.finetune_data import LORA, STEPS, built_export, save_tiny_base
 from tests.services import BIN, child_env, running
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+QUEUE = f"train-test-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +38,7 @@ def storage(settings, tmp_path, shared_media):
     settings.MEDIA_ROOT = shared_media  # the worker's storage too
     settings.TANDEM_EXPORT_STAGING_ROOT = tmp_path / "staging"
     settings.TANDEM_HELD_OUT_SHARE = 0.0
+    settings.TANDEM_TRAIN_QUEUE = QUEUE
     return settings
 
 
@@ -43,8 +46,8 @@ def storage(settings, tmp_path, shared_media):
 def train_worker(django_db_setup, shared_media):
     """One worker for the module, as a GPU host runs it: the `train` queue only, one job at a
     time, on the test database."""
-    name = f"train-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
-    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", "train", "-n", name]
+    name = f"{QUEUE}@{socket.gethostname()}"
+    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", QUEUE, "-n", name]
     command += ["--pool", "solo", "--without-gossip", "--without-mingle", "-l", "INFO"]
     env = child_env(TANDEM_MEDIA_ROOT=str(shared_media), TANDEM_HELD_OUT_SHARE="0")
 
@@ -78,16 +81,17 @@ def wait_for(job_id: int, statuses: set[str], timeout: float = 120) -> tuple[Fin
     raise AssertionError(f"job {job_id} stayed {seen[-1]}: {FineTuneJob.objects.get(pk=job_id)}")
 
 
-def test_the_api_only_queues_the_job_on_the_train_queue(datasets_and_client):
+def test_the_api_only_queues_the_job_for_a_train_worker(datasets_and_client, settings):
     sft, dpo, client, base = datasets_and_client
+    settings.TANDEM_TRAIN_QUEUE = idle = f"{QUEUE}-idle"  # no worker consumes it
     body = {"exports": [sft.pk], "base_model": str(base), "version_name": "queued-only"}
     job = client.post("/api/finetune-jobs/", body, format="json").json()
 
-    # The web process wrote the row and sent one message to `train`; nothing else ran.
+    # The web process wrote the row and sent one message to the train queue; nothing ran.
     row = FineTuneJob.objects.get(pk=job["id"])
     assert (row.status, row.progress, row.attempt, row.started_at) == ("queued", 0.0, 0, None)
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    messages = [json.loads(m) for m in broker.lrange("train", 0, -1)]
+    messages = [json.loads(m) for m in broker.lrange(idle, 0, -1)]
     ours = [
         m
         for m in messages
@@ -95,8 +99,7 @@ def test_the_api_only_queues_the_job_on_the_train_queue(datasets_and_client):
         and m["headers"]["argsrepr"] == f"[{job['id']}]"
     ]
     assert len(ours) == 1
-    for message in ours:  # nobody will run it: take it off the queue
-        broker.lrem("train", 1, json.dumps(message))
+    broker.delete(idle)
     assert not any(
         m["headers"]["task"] == "model_serving.jobs.run_finetune_job"
         for queue in ("default", "exports", "model", "desktops")
