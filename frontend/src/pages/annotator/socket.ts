@@ -79,7 +79,8 @@ export function useEpisodeSocket(episode: number) {
           setPendingBoth(null);
         } else if (message.event === "decision_ack" && waiting?.step === message.payload.step) {
           setPendingBoth(null);
-        } else if (message.event === "error" && waiting && message.payload.step === waiting.step) {
+        } else if (message.event === "error" && waiting && (message.payload.step ?? waiting.step) === waiting.step) {
+          // Refused (stale, invalid, malformed): shown to the annotator, not sent again.
           setPendingBoth(null);
         }
         dispatch(message);
