@@ -103,9 +103,12 @@ export function Workspace() {
     (type?: ActionType, point?: Point) => {
       if (!canDecide) return;
       const draft = draftOf(type && type !== valid?.action?.type ? { type } : valid?.action);
+      // A click on the desktop starts the correction there; a drag then waits for its end.
+      const dragFromHere = point !== undefined && draft.type === "drag";
       if (point) draft.point = [point.x, point.y];
+      if (dragFromHere) draft.end = null;
       const thought = reflection ? "" : (valid?.thought ?? "");
-      setEditor({ draft, thought, pickEnd: false });
+      setEditor({ draft, thought, pickEnd: dragFromHere });
     },
     [canDecide, valid, reflection],
   );
