@@ -71,10 +71,13 @@ class Recording:
         assert started.status_code == 201, started.text
         self.episode_id: int = started.json()["episode"]
         self.ws = Socket(server, self.episode_id, cookie)
-        self.ws.next("state")
+        self.state = self.ws.next("state")
 
     def first_step(self) -> None:
-        self.ws.next("proposal", step=1)
+        # The first proposal may be ready before the socket connects: then it is in the state.
+        steps = self.state["steps"]
+        if self.state["open_step"] != 1 or not (steps and steps[0]["proposals"]):
+            self.ws.next("proposal", step=1)
         self.ws.send(type="decide", step=1, decision="accepted", proposal=0)
         self.ws.next("decision_ack", step=1)
 
