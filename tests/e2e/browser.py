@@ -3,6 +3,7 @@ and the console and page errors every test asserts there are none of."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from django.conf import settings
 from django.db import connections
@@ -86,3 +87,20 @@ def chromium(monkeypatch) -> Iterator[Browser]:
         finally:
             connections.close_all()
             browser.close()
+
+
+AXE = Path(__file__).resolve().parents[2] / "frontend" / "node_modules" / "axe-core" / "axe.min.js"
+
+
+def accessibility_problems(page: Page) -> list[str]:
+    """Serious and critical WCAG problems axe-core finds on the page (labels, contrast, …)."""
+    assert AXE.is_file(), f"{AXE} is missing: run deploy/dev.sh install"
+    page.add_script_tag(path=str(AXE))
+    return page.evaluate(
+        """async () => {
+            const result = await axe.run(document, {resultTypes: ['violations']});
+            return result.violations
+                .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+                .map((v) => `${v.id}: ${v.help} at ${v.nodes.map((n) => n.target).join(', ')}`);
+        }"""
+    )

@@ -13,7 +13,7 @@ from pathlib import Path
 from playwright.sync_api import Browser, expect
 
 from annotation.models import Episode, Review, Step
-from tests.e2e.browser import CHROMIUM_ARGS, BrowserErrors, sign_in
+from tests.e2e.browser import CHROMIUM_ARGS, BrowserErrors, accessibility_problems, sign_in
 
 __all__ = ["CHROMIUM_ARGS", "BrowserErrors", "check_manager_and_reviewer", "sign_in"]
 
@@ -51,6 +51,7 @@ def check_manager_and_reviewer(
     submitted = board.locator("[data-status=submitted]")
     expect(submitted.get_by_role("link", name=f"Episode {episode_id}")).to_be_visible()
     page.screenshot(path=str(shots_dir / "manager-progress-board.png"), full_page=True)
+    assert accessibility_problems(page) == []
 
     page.get_by_role("link", name="Charts").click()
     version = episode.model_version or "unknown"
@@ -62,6 +63,7 @@ def check_manager_and_reviewer(
         throughput.get_by_role("cell", name=episode.annotator.username, exact=True)
     ).to_be_visible()
     page.screenshot(path=str(shots_dir / "manager-charts.png"), full_page=True)
+    assert accessibility_problems(page) == []
 
     page.get_by_role("link", name="Progress").click()
     page.get_by_test_id("board").get_by_role("link", name=f"Episode {episode_id}").click()
@@ -80,12 +82,14 @@ def check_manager_and_reviewer(
     expect(page.get_by_test_id("final-action-text")).to_contain_text(step.final_action["type"])
     expect(page.get_by_test_id("proposal-action-text")).to_be_visible()
     page.screenshot(path=str(shots_dir / "manager-episode-viewer.png"), full_page=True)
+    assert accessibility_problems(page) == []
     errors.assert_none()
     context.close()
 
     context, page, errors = sign_in(browser, base_url, reviewer, "/app/review")
     expect(page.get_by_role("link", name=f"Episode {episode_id}", exact=True)).to_be_visible()
     page.screenshot(path=str(shots_dir / "reviewer-queue.png"), full_page=True)
+    assert accessibility_problems(page) == []
     page.get_by_role("link", name=f"Episode {episode_id}", exact=True).click()
     expect(page.get_by_role("heading", level=1)).to_contain_text(episode.task.instruction)
     page.get_by_label("Accept the episode").check()

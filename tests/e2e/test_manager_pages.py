@@ -22,7 +22,7 @@ from playwright.sync_api import expect
 from annotation.models import Episode, EpisodeOutcome, Project, Review, Step, Task, TaskStatus
 from backend.accounts.models import AccessToken
 from backend.accounts.roles import Role
-from tests.e2e.browser import chromium, sign_in
+from tests.e2e.browser import accessibility_problems, chromium, sign_in
 from tests.e2e.manager_flow import check_manager_and_reviewer
 from tests.live import CSRF, TERMINAL, Socket, asgi, service_env, websockify, worker
 from tests.services import BIN, free_port, running
@@ -109,6 +109,7 @@ def check_live_view(browser, base_url: str, episode_id: int) -> None:
         "c => c.width === 1280 && c.height === 800", arg=canvas.element_handle(), timeout=15_000
     )
     page.screenshot(path=str(SHOTS / "manager-live-view.png"), full_page=True)
+    assert accessibility_problems(page) == []
     errors.assert_none()
     context.close()
 
@@ -132,6 +133,7 @@ def check_rejection_with_first_wrong_step(browser, base_url: str, episode_id: in
     assert (review.verdict, review.first_wrong_step) == (Review.Verdict.REJECTED, 2)
     assert Episode.objects.get(pk=episode_id).task.status == TaskStatus.REJECTED
     page.screenshot(path=str(SHOTS / "manager-rejected-from-step-2.png"), full_page=True)
+    assert accessibility_problems(page) == []
     errors.assert_none()
     context.close()
 
@@ -150,6 +152,7 @@ def check_projects(browser, base_url: str) -> None:
     page.get_by_role("link", name="Projects", exact=True).click()
     expect(page.get_by_role("link", name="Web forms")).to_be_visible()
     page.screenshot(path=str(SHOTS / "manager-projects.png"), full_page=True)
+    assert accessibility_problems(page) == []
     errors.assert_none()
     context.close()
 
@@ -178,6 +181,7 @@ def check_task_import_and_assignment(browser, base_url: str, project: Project) -
     expect(rows.first.locator("td").nth(1)).to_have_text("instruction")
     assert Task.objects.filter(project=project).count() == before  # nothing written
     page.screenshot(path=str(SHOTS / "manager-import-errors.png"), full_page=True)
+    assert accessibility_problems(page) == []
 
     good = json.dumps([{"id": f"n{i}", "instruction": f"Open document {i}"} for i in range(1, 4)])
     page.get_by_label("Task file").set_input_files(
@@ -197,6 +201,7 @@ def check_task_import_and_assignment(browser, base_url: str, project: Project) -
     assigned = Task.objects.filter(project=project, external_id__in=["n1", "n2"])
     assert {(t.status, t.assignee.username) for t in assigned} == {(TaskStatus.ASSIGNED, "ann")}
     page.screenshot(path=str(SHOTS / "manager-tasks-assigned.png"), full_page=True)
+    assert accessibility_problems(page) == []
     page.get_by_label("Select task n2").check()
     page.get_by_role("button", name="Unassign selected").click()
     expect(page.get_by_test_id("assign-result")).to_contain_text("1 task(s) back in the pool")
@@ -219,6 +224,7 @@ def check_tokens(browser, base_url: str, server: str) -> None:
     listed = httpx.get(f"http://{server}/api/projects/", headers=bearer)
     assert listed.status_code == 200, listed.text
     page.screenshot(path=str(SHOTS / "engineer-token-created.png"), full_page=True)
+    assert accessibility_problems(page) == []
     page.get_by_role("button", name="I have stored it").click()
     expect(page.get_by_test_id("token-secret")).to_have_count(0)
     page.once("dialog", lambda dialog: dialog.accept())
@@ -245,6 +251,7 @@ def check_exports(browser, base_url: str, project: Project) -> None:
     downloaded = context.request.get(f"{base_url}{href}")
     assert downloaded.status == 200 and len(downloaded.body()) > 0
     page.screenshot(path=str(SHOTS / "engineer-exports.png"), full_page=True)
+    assert accessibility_problems(page) == []
     errors.assert_none()
     context.close()
 
