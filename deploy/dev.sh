@@ -160,6 +160,15 @@ start_app() {
   nohup "$VENV/bin/celery" -A backend worker -Q model --pool threads -c 8 -n "model@$TANDEM_HOST" \
     --loglevel INFO >"$VAR/log/model-worker.log" 2>&1 &
   echo $! >"$VAR/run/model-worker.pid"
+  # Fine-tuning jobs run on the train queue, one at a time. A GPU host runs this worker; here it
+  # trains on the CPU, where the training libraries are installed (the test extra has them).
+  if "$VENV/bin/python" -c "import torch, trl, peft" >/dev/null 2>&1; then
+    nohup "$VENV/bin/celery" -A backend worker -Q train --pool solo -n "train@$TANDEM_HOST" \
+      --loglevel INFO >"$VAR/log/train-worker.log" 2>&1 &
+    echo $! >"$VAR/run/train-worker.pid"
+  else
+    log "no training libraries in $VENV: fine-tuning jobs wait for a worker on the train queue"
+  fi
   nohup "$VENV/bin/celery" -A backend beat --loglevel INFO -s "$VAR/run/celerybeat-schedule" \
     >"$VAR/log/beat.log" 2>&1 &
   echo $! >"$VAR/run/beat.pid"
@@ -176,7 +185,7 @@ start_app() {
 }
 
 stop_app() {
-  for name in web worker model-worker beat websockify; do
+  for name in web worker model-worker train-worker beat websockify; do
     local pidfile="$VAR/run/$name.pid"
     if [ -f "$pidfile" ]; then
       kill "$(cat "$pidfile")" 2>/dev/null || true
