@@ -169,7 +169,8 @@ STATIC_ROOT = Path(env("TANDEM_STATIC_ROOT", str(BASE_DIR / "var" / "static")))
 # The web app's build (`npm run build` in frontend/, run by deploy/dev.sh install) is served
 # under /static/app/; backend.views.web_app serves its index for every route under /app/.
 FRONTEND_DIST = Path(env("TANDEM_FRONTEND_DIST", str(BASE_DIR / "frontend" / "dist")))
-STATICFILES_DIRS = [("app", FRONTEND_DIST)]
+# Before the first build there is nothing to serve (/app/ answers 503 and says how to build).
+STATICFILES_DIRS = [("app", FRONTEND_DIST)] if FRONTEND_DIST.is_dir() else []
 MEDIA_URL = "media/"
 MEDIA_ROOT = Path(env("TANDEM_MEDIA_ROOT", str(BASE_DIR / "var" / "media")))
 
