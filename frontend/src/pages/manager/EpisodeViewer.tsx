@@ -229,6 +229,13 @@ export function EpisodeViewer({ backTo, backLabel }: { backTo: string; backLabel
       setSelected(episode.steps[0].index);
     }
   }, [episode, selected]);
+  const running = episode !== null && episode.ended_at === null;
+  useEffect(() => {
+    // A running episode gains steps while it is watched: read it again every few seconds.
+    if (!running) return;
+    const timer = window.setInterval(reload, 5000);
+    return () => window.clearInterval(timer);
+  }, [running, reload]);
   useEffect(() => {
     // ← and → walk through the steps, unless the reviewer is typing.
     const onKey = (event: KeyboardEvent) => {
