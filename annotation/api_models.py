@@ -4,7 +4,9 @@
   parent_version?, base_url?, lora?, hyperparameters?, name?}`` → 201, the job, queued on the
   ``train`` queue (the web process only records and enqueues). ``GET /api/finetune-jobs/``,
   ``GET /api/finetune-jobs/{id}/``: status, progress, loss curve, logs, error, the version it
-  registered. ``POST /api/finetune-jobs/{id}/cancel/``.
+  registered. ``POST /api/finetune-jobs/{id}/cancel/``. ``GET /api/finetune-jobs/base-models/``:
+  the base models the deployment knows (``TANDEM_BASE_MODELS``, names only) and the LoRA and
+  hyperparameter values a job gets for what it leaves out.
 - ``GET /api/model-versions/``, ``GET /api/model-versions/{id}/``: base model, adapter,
   endpoint, serving status, lineage (job, parent, datasets with sha256s, library versions) and
   the latest offline evaluations. ``POST /api/model-versions/`` registers a version made
@@ -24,11 +26,13 @@ managers (``manage_tasks``) choose a project's versions; the project overview is
 who may view its episodes or read its datasets. Tokens need ``models:read`` / ``models:write``.
 """
 
+from dataclasses import asdict
 from datetime import timedelta
 from functools import reduce
 from operator import or_
 from typing import Any
 
+from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
@@ -49,6 +53,7 @@ from backend.celery import send_after_commit
 from model_serving import finetune
 from model_serving.evaluation import DEFAULT_TOLERANCE
 from model_serving.models import EvaluationRun, FineTuneJob, ModelVersion
+from model_serving.training.spec import Hyperparameters, LoraSettings
 from model_serving.versions import is_adapter_name
 
 ACCEPTANCE_DAYS = 365
@@ -281,6 +286,22 @@ class FineTuneJobViewSet(
             name=given["name"],
         )
         return Response(FineTuneJobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: dict})
+    @action(detail=False, methods=["get"], url_path="base-models")
+    def base_models(self, request: Request) -> Response:
+        # Names only: the paths are the GPU hosts' business.
+        _require_anywhere(request.user, Capability.READ_DATASETS)
+        known: dict[str, str] = settings.TANDEM_BASE_MODELS
+        return Response(
+            {
+                "base_models": [{"name": name} for name in sorted(known)],
+                "defaults": {
+                    "lora": asdict(LoraSettings()),
+                    "hyperparameters": asdict(Hyperparameters()),
+                },
+            }
+        )
 
     @extend_schema(request=None, responses={200: FineTuneJobSerializer})
     @action(detail=True, methods=["post"])

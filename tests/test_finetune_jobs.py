@@ -261,6 +261,30 @@ def test_unknown_base_models_taken_names_and_bad_settings_are_refused(
     )
 
 
+def test_the_deployments_base_models_and_the_default_settings_are_listed_by_name(
+    project, engineer, make_user, client_for, token_client_for, settings
+):
+    user, _ = engineer
+    settings.TANDEM_BASE_MODELS = {"ui-tars-1.5-7b": "/models/7B", "tiny": "/models/tiny"}
+    reader, _ = token_client_for(user, ["models:read"])
+    listed = reader.get("/api/finetune-jobs/base-models/")
+
+    assert listed.status_code == 200
+    body = listed.json()
+    assert body["base_models"] == [{"name": "tiny"}, {"name": "ui-tars-1.5-7b"}]
+    assert "/models/7B" not in json.dumps(body)  # where the GPU hosts keep them is not shown
+    assert body["defaults"]["lora"]["r"] == 16
+    assert body["defaults"]["lora"]["target_modules"][:2] == ["q_proj", "k_proj"]
+    assert body["defaults"]["hyperparameters"]["learning_rate"] == 1e-4
+    assert body["defaults"]["hyperparameters"]["max_steps"] == -1
+    manager = client_for(make_user("mia", project, Role.MANAGER))
+    assert manager.get("/api/finetune-jobs/base-models/").status_code == 200
+    annotator = client_for(make_user("ann2", project, Role.ANNOTATOR))
+    assert annotator.get("/api/finetune-jobs/base-models/").status_code == 403
+    wrong_scope, _ = token_client_for(user, ["datasets:read"])
+    assert wrong_scope.get("/api/finetune-jobs/base-models/").status_code == 403
+
+
 def test_who_may_create_read_and_cancel_jobs(
     synthetic, engineer, base_model, make_user, client_for, token_client_for, other_project
 ):
