@@ -16,7 +16,7 @@ const SECTIONS: { role: Role; path: string; label: string }[] = [
   { role: "annotator", path: "/annotate", label: "Annotate" },
   { role: "reviewer", path: "/review", label: "Review" },
   { role: "manager", path: "/manage", label: "Projects" },
-  { role: "engineer", path: "/engineer", label: "Datasets" },
+  { role: "engineer", path: "/engineer", label: "Datasets and models" },
 ];
 
 export function App() {

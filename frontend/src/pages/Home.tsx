@@ -6,7 +6,7 @@ const WORK: Record<Role, { path: string; label: string }> = {
   annotator: { path: "/annotate", label: "Work the queue" },
   reviewer: { path: "/review", label: "Review episodes" },
   manager: { path: "/manage", label: "Manage the project" },
-  engineer: { path: "/engineer", label: "Datasets" },
+  engineer: { path: "/engineer", label: "Datasets and models" },
 };
 
 /** The signed-in landing page: the user's projects, their role in each, where to go. */

@@ -5,3 +5,4 @@ export { Table } from "./Table";
 export type { Column } from "./Table";
 export { useApi } from "./useApi";
 export { MeContext, useMe } from "./me";
+export { usePoll } from "./usePoll";

@@ -48,11 +48,13 @@ function ExportForm({ project, onCreated }: { project: string; onCreated: () => 
   const [reviewStatus, setReviewStatus] = useState("");
   const [annotator, setAnnotator] = useState("");
   const [includeAccepted, setIncludeAccepted] = useState(false);
+  // Fine-tuning refuses exports that may hold the held-out episodes kept for evaluation.
+  const [excludeHeldOut, setExcludeHeldOut] = useState(true);
   const [error, setError] = useState<unknown>(null);
   const submit = async (event: React.FormEvent) => {
     event.preventDefault();
     setError(null);
-    const filters: Record<string, unknown> = { include_accepted: includeAccepted };
+    const filters: Record<string, unknown> = { include_accepted: includeAccepted, exclude_held_out: excludeHeldOut };
     if (dateFrom) filters.date_from = dateFrom;
     if (dateTo) filters.date_to = dateTo;
     if (modelVersion) filters.model_version = modelVersion;
@@ -122,6 +124,10 @@ function ExportForm({ project, onCreated }: { project: string; onCreated: () => 
           <label>
             <input type="checkbox" checked={includeAccepted} onChange={(e) => setIncludeAccepted(e.target.checked)} />{" "}
             Include accepted steps (SFT)
+          </label>
+          <label>
+            <input type="checkbox" checked={excludeHeldOut} onChange={(e) => setExcludeHeldOut(e.target.checked)} />{" "}
+            Leave out the evaluation split (needed for fine-tuning)
           </label>
         </div>
       </fieldset>

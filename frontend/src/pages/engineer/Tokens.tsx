@@ -5,7 +5,7 @@ import { api, type Page } from "../../api";
 import { Button, ErrorBanner, Loading, Table, useApi } from "../../ui";
 import { when } from "../manager/format";
 
-const RESOURCES = ["projects", "tasks", "episodes", "datasets"];
+const RESOURCES = ["projects", "tasks", "episodes", "datasets", "models"];
 
 interface Token {
   id: number;

@@ -1,7 +1,7 @@
 /** Charts over time: per-annotator throughput, and the acceptance rate per model version. */
 import { useState } from "react";
 import { ErrorBanner, Loading, useApi } from "../../ui";
-import { BarChart, LineChart } from "./svgCharts";
+import { BarChart, LineChart, bucketLabels } from "../../ui/svgCharts";
 import { percent } from "./format";
 import type { Acceptance, Throughput } from "./types";
 
@@ -50,8 +50,7 @@ export function ProjectCharts({ projectId }: { projectId: string }) {
             <BarChart
               title={measure === "steps" ? "Steps decided per annotator" : "Episodes submitted per annotator"}
               testId="throughput-chart"
-              buckets={throughput.data.buckets}
-              bucket={throughput.data.bucket}
+              labels={bucketLabels(throughput.data.buckets, throughput.data.bucket)}
               series={throughput.data.annotators.map((a) => ({
                 name: a.annotator,
                 values: a.points.map((p) => (measure === "steps" ? p.steps : p.episodes)),
@@ -88,8 +87,7 @@ export function ProjectCharts({ projectId }: { projectId: string }) {
             <LineChart
               title="Acceptance rate of the model's proposals, per model version"
               testId="acceptance-chart"
-              buckets={acceptance.data.buckets}
-              bucket={acceptance.data.bucket}
+              labels={bucketLabels(acceptance.data.buckets, acceptance.data.bucket)}
               series={acceptance.data.versions.map((v) => ({ name: v.model_version, values: v.points.map((p) => p.rate) }))}
             />
             <table className="table" data-testid="acceptance-table">

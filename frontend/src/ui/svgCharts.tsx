@@ -1,7 +1,8 @@
 /**
  * Charts drawn as plain SVG: grouped bars (throughput per annotator) and lines (acceptance
- * rate per model version). Each chart has a text legend and its numbers in a table beside it,
- * so nothing is shown by colour alone.
+ * rate per model version, a fine-tuning job's loss curve). The x axis is a list of labelled
+ * positions (time buckets, training steps). Each chart has a text legend and its numbers in a
+ * table or text beside it, so nothing is shown by colour alone.
  */
 import type { ReactNode } from "react";
 import { linePaths, niceMax } from "./chartScale";
@@ -17,27 +18,20 @@ export interface ChartSeries {
   values: (number | null)[];
 }
 
-function tickLabel(iso: string, bucket: "hour" | "day"): string {
-  const d = new Date(iso);
-  return bucket === "day"
-    ? d.toLocaleDateString(undefined, { month: "short", day: "numeric", timeZone: "UTC" })
-    : d.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", timeZone: "UTC" });
+/** The labels of time buckets (UTC), for a chart's x axis. */
+export function bucketLabels(buckets: string[], bucket: "hour" | "day"): string[] {
+  return buckets.map((iso) => {
+    const d = new Date(iso);
+    return bucket === "day"
+      ? d.toLocaleDateString(undefined, { month: "short", day: "numeric", timeZone: "UTC" })
+      : d.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", timeZone: "UTC" });
+  });
 }
 
-function Axes({
-  buckets,
-  bucket,
-  max,
-  format,
-}: {
-  buckets: string[];
-  bucket: "hour" | "day";
-  max: number;
-  format: (v: number) => string;
-}) {
+function Axes({ labels, max, format }: { labels: string[]; max: number; format: (v: number) => string }) {
   const plotW = WIDTH - PAD.left - PAD.right;
   const plotH = HEIGHT - PAD.top - PAD.bottom;
-  const every = Math.max(1, Math.ceil(buckets.length / 8));
+  const every = Math.max(1, Math.ceil(labels.length / 8));
   const ticks = [0, 0.25, 0.5, 0.75, 1];
   return (
     <g className="axes">
@@ -52,17 +46,17 @@ function Axes({
           </g>
         );
       })}
-      {buckets.map((b, i) =>
+      {labels.map((label, i) =>
         i % every === 0 ? (
           <text
-            key={b}
-            x={PAD.left + (plotW * (i + 0.5)) / buckets.length}
+            key={i}
+            x={PAD.left + (plotW * (i + 0.5)) / labels.length}
             y={HEIGHT - PAD.bottom + 16}
             textAnchor="middle"
             fontSize="11"
             fill="#4a5263"
           >
-            {tickLabel(b, bucket)}
+            {label}
           </text>
         ) : null,
       )}
@@ -84,30 +78,28 @@ function Legend({ series }: { series: ChartSeries[] }) {
   );
 }
 
-/** One group of bars per bucket, one bar per series. */
+/** One group of bars per x position, one bar per series. */
 export function BarChart({
   title,
-  buckets,
-  bucket,
+  labels,
   series,
   testId,
 }: {
   title: string;
-  buckets: string[];
-  bucket: "hour" | "day";
+  labels: string[];
   series: ChartSeries[];
   testId?: string;
 }) {
   const max = niceMax(Math.max(0, ...series.flatMap((s) => s.values.map((v) => v ?? 0))));
   const plotW = WIDTH - PAD.left - PAD.right;
   const plotH = HEIGHT - PAD.top - PAD.bottom;
-  const groupW = plotW / Math.max(1, buckets.length);
+  const groupW = plotW / Math.max(1, labels.length);
   const barW = Math.max(1, (groupW * 0.8) / Math.max(1, series.length));
   return (
     <figure className="chart" data-testid={testId}>
       <figcaption>{title}</figcaption>
       <svg viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label={title}>
-        <Axes buckets={buckets} bucket={bucket} max={max} format={(v) => String(Math.round(v))} />
+        <Axes labels={labels} max={max} format={(v) => String(Math.round(v))} />
         {series.map((s, si) =>
           s.values.map((v, bi) => {
             if (!v) return null;
@@ -121,7 +113,7 @@ export function BarChart({
                 height={h}
                 fill={PALETTE[si % PALETTE.length]}
               >
-                <title>{`${s.name}, ${tickLabel(buckets[bi], bucket)}: ${v}`}</title>
+                <title>{`${s.name}, ${labels[bi]}: ${v}`}</title>
               </rect>
             );
           }),
@@ -132,35 +124,36 @@ export function BarChart({
   );
 }
 
-/** One line per series over the buckets; gaps where a bucket has no value. */
+/** One line per series over the x positions; gaps where a position has no value. Dots mark
+ * each value (with its number as a tooltip) unless `dots` is off, for long series. */
 export function LineChart({
   title,
-  buckets,
-  bucket,
+  labels,
   series,
   max = 1,
   format = (v: number) => `${Math.round(v * 100)}%`,
+  dots = true,
   testId,
   children,
 }: {
   title: string;
-  buckets: string[];
-  bucket: "hour" | "day";
+  labels: string[];
   series: ChartSeries[];
   max?: number;
   format?: (v: number) => string;
+  dots?: boolean;
   testId?: string;
   children?: ReactNode;
 }) {
   const plotW = WIDTH - PAD.left - PAD.right;
   const plotH = HEIGHT - PAD.top - PAD.bottom;
-  const x = (i: number) => PAD.left + (plotW * (i + 0.5)) / Math.max(1, buckets.length);
+  const x = (i: number) => PAD.left + (plotW * (i + 0.5)) / Math.max(1, labels.length);
   const y = (v: number) => PAD.top + plotH * (1 - v / max);
   return (
     <figure className="chart" data-testid={testId}>
       <figcaption>{title}</figcaption>
       <svg viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label={title}>
-        <Axes buckets={buckets} bucket={bucket} max={max} format={format} />
+        <Axes labels={labels} max={max} format={format} />
         {series.map((s, si) => {
           const colour = PALETTE[si % PALETTE.length];
           const runs = linePaths(s.values, x, y);
@@ -170,9 +163,9 @@ export function LineChart({
                 <path key={d} d={d} fill="none" stroke={colour} strokeWidth="2.5" />
               ))}
               {s.values.map((v, i) =>
-                v === null ? null : (
+                v === null || !dots ? null : (
                   <circle key={i} cx={x(i)} cy={y(v)} r="4" fill={colour}>
-                    <title>{`${s.name}, ${tickLabel(buckets[i], bucket)}: ${format(v)}`}</title>
+                    <title>{`${s.name}, ${labels[i]}: ${format(v)}`}</title>
                   </circle>
                 ),
               )}

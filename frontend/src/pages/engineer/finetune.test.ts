@@ -1,0 +1,166 @@
+import { describe, expect, it } from "vitest";
+import {
+  defaultForm,
+  jobRequest,
+  lossAxisMax,
+  lossChart,
+  mayManage,
+  stageOrder,
+  unusableBecause,
+  type DatasetExport,
+} from "./finetune";
+
+const DEFAULTS = {
+  lora: { r: 16, alpha: 32, dropout: 0.05, target_modules: ["q_proj", "v_proj"] },
+  hyperparameters: {
+    learning_rate: 0.0001,
+    epochs: 1,
+    max_steps: -1,
+    batch_size: 1,
+    gradient_accumulation_steps: 8,
+    beta: 0.1,
+    seed: 42,
+    bf16: null,
+    gradient_checkpointing: false,
+  },
+};
+
+function exportOf(id: number, kind: "sft" | "dpo" | "ct", extra: Partial<DatasetExport> = {}): DatasetExport {
+  return {
+    id,
+    project: 1,
+    kind,
+    format: "trl",
+    status: "succeeded",
+    filters: { exclude_held_out: true },
+    counts: {},
+    created_at: "2026-11-20T10:00:00Z",
+    ...extra,
+  };
+}
+
+describe("stageOrder", () => {
+  it("puts SFT stages before DPO stages, keeping the chosen order within a kind", () => {
+    const order = stageOrder([exportOf(7, "dpo"), exportOf(3, "sft"), exportOf(9, "dpo"), exportOf(5, "sft")]);
+    expect(order.map((e) => e.id)).toEqual([3, 5, 7, 9]);
+  });
+});
+
+describe("unusableBecause", () => {
+  it("accepts a succeeded TRL SFT or DPO export without the evaluation split", () => {
+    expect(unusableBecause(exportOf(1, "sft"))).toBeNull();
+    expect(unusableBecause(exportOf(2, "dpo"))).toBeNull();
+  });
+
+  it("names why the others cannot be trained on", () => {
+    expect(unusableBecause(exportOf(1, "ct"))).toMatch(/SFT and DPO/);
+    expect(unusableBecause(exportOf(1, "sft", { format: "llama_factory" }))).toMatch(/TRL/);
+    expect(unusableBecause(exportOf(1, "sft", { status: "running" }))).toBe("it is running");
+    expect(unusableBecause(exportOf(1, "sft", { filters: {} }))).toMatch(/evaluation split/);
+  });
+});
+
+describe("jobRequest", () => {
+  const filled = () => ({
+    ...defaultForm(DEFAULTS, "tiny-qwen"),
+    exports: [exportOf(13, "dpo"), exportOf(12, "sft")],
+    versionName: " ui-tars-ft-2 ",
+  });
+
+  it("maps the defaults to the request, stages in recipe order", () => {
+    const result = jobRequest(filled());
+    expect(result).toEqual({
+      body: {
+        exports: [12, 13],
+        base_model: "tiny-qwen",
+        version_name: "ui-tars-ft-2",
+        lora: { r: 16, alpha: 32, dropout: 0.05, target_modules: ["q_proj", "v_proj"] },
+        hyperparameters: {
+          learning_rate: 0.0001,
+          epochs: 1,
+          max_steps: -1,
+          batch_size: 1,
+          gradient_accumulation_steps: 8,
+          beta: 0.1,
+          seed: 42,
+          bf16: null,
+          gradient_checkpointing: false,
+        },
+      },
+    });
+  });
+
+  it("sends a parent version instead of a base model, and the optional fields when given", () => {
+    const form = filled();
+    form.parentVersion = "ui-tars-ft-1";
+    form.baseUrl = "http://gpu:8001/v1";
+    form.name = "second round";
+    form.hp.maxSteps = "20";
+    form.hp.bf16 = "off";
+    form.lora.targetModules = "q_proj,  k_proj\nv_proj";
+    const result = jobRequest(form);
+    if (!("body" in result)) throw new Error(JSON.stringify(result));
+    expect(result.body.base_model).toBe("");
+    expect(result.body.parent_version).toBe("ui-tars-ft-1");
+    expect(result.body.base_url).toBe("http://gpu:8001/v1");
+    expect(result.body.name).toBe("second round");
+    expect(result.body.hyperparameters.max_steps).toBe(20);
+    expect(result.body.hyperparameters.bf16).toBe(false);
+    expect(result.body.lora.target_modules).toEqual(["q_proj", "k_proj", "v_proj"]);
+  });
+
+  it("lists every mistake by field instead of a request", () => {
+    const form = filled();
+    form.exports = [];
+    form.baseModel = "";
+    form.versionName = "bad name!";
+    form.lora.r = "4.5";
+    form.hp.learningRate = "fast";
+    form.lora.targetModules = " , ";
+    expect(jobRequest(form)).toEqual({
+      problems: {
+        exports: "choose at least one dataset export",
+        baseModel: "choose a base model or a version to continue",
+        versionName: "letters, digits, dots, dashes and underscores",
+        targetModules: "at least one module",
+        r: "a whole number",
+        learningRate: "a number",
+      },
+    });
+  });
+});
+
+describe("loss curve", () => {
+  it("rounds the axis up to 1, 2 or 5 times a power of ten", () => {
+    expect(lossAxisMax([0.69, 0.41])).toBe(1);
+    expect(lossAxisMax([1.3])).toBe(2);
+    expect(lossAxisMax([3.2, 0.1])).toBe(5);
+    expect(lossAxisMax([12])).toBe(20);
+    expect(lossAxisMax([0.031])).toBe(0.05);
+    expect(lossAxisMax([2])).toBe(2);
+    expect(lossAxisMax([])).toBe(1);
+    expect(lossAxisMax([Number.NaN, 0])).toBe(1);
+  });
+
+  it("gives one series per stage over the steps in training order", () => {
+    const chart = lossChart([
+      { stage: 1, kind: "sft", step: 1, loss: 5.6 },
+      { stage: 1, kind: "sft", step: 2, loss: 5.1 },
+      { stage: 2, kind: "dpo", step: 1, loss: 0.69 },
+    ]);
+    expect(chart.labels).toEqual(["SFT step 1", "SFT step 2", "DPO step 1"]);
+    expect(chart.series).toEqual([
+      { name: "Stage 1 (SFT)", values: [5.6, 5.1, null] },
+      { name: "Stage 2 (DPO)", values: [null, null, 0.69] },
+    ]);
+    expect(chart.max).toBe(10);
+  });
+});
+
+describe("mayManage", () => {
+  it("lets an engineer act on jobs of their projects, an admin on all", () => {
+    expect(mayManage(new Set([1, 2]), [2, 5])).toBe(true);
+    expect(mayManage(new Set([1]), [5])).toBe(false);
+    expect(mayManage("all", [5])).toBe(true);
+  });
+});
