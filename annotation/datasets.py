@@ -37,19 +37,22 @@ Rules, exactly:
   ``abandoned``: the whole trajectory of decided steps (observation, final thought and action).
 
 Order is deterministic: episodes by id, then steps by index. Records stream: episodes are read
-with ``QuerySet.iterator(chunk_size=…)``; their steps, proposals and revisions are prefetched a
-chunk of episodes at a time (three queries per chunk), so memory holds one chunk, never a project.
+with ``QuerySet.iterator(chunk_size=…)``; their decided steps, revisions and proposals are read
+a chunk of episodes at a time (three queries per chunk, plain values rather than model
+instances), so memory holds one chunk, never a project. Each step's final is built once per
+export and shared by every record of its episode.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import itertools
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from django.db.models import OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from annotation.models import (
     DatasetExport,
@@ -59,6 +62,7 @@ from annotation.models import (
     Proposal,
     Review,
     Step,
+    StepRevision,
 )
 from model_serving.evaluation import is_held_out
 from model_serving.proposers.base import IMAGE_WINDOW
@@ -196,19 +200,26 @@ def iter_samples(
     if kind not in DatasetExport.Kind.values:
         raise ValueError(f"unknown dataset kind {kind!r}; one of {', '.join(DatasetExport.Kind)}")
     tally = tally if tally is not None else Tally()
-    for episode in _episodes(filters, kind).iterator(chunk_size=chunk_size):
-        if on_episode is not None:
-            on_episode(episode.pk)
-        if filters.exclude_held_out and is_held_out(episode.pk):
-            tally.skipped[HELD_OUT] += 1
-            continue
-        if kind == DatasetExport.Kind.CT:
-            records: Iterable[Sample] = [_ct_sample(episode)]
-        else:
-            records = _step_records(episode, kind, include_accepted, tally)
-        for record in records:
-            tally.yielded[type(record).__name__] += 1
-            yield record
+    rows = _episodes(filters, kind).values_list(*_EPISODE_COLUMNS).iterator(chunk_size=chunk_size)
+    while chunk := [_EpisodeRow(*row) for row in itertools.islice(rows, chunk_size)]:
+        held_out = {e.id for e in chunk if filters.exclude_held_out and is_held_out(e.id)}
+        finals = _read_finals(
+            [e.id for e in chunk if e.id not in held_out],
+            with_proposals=kind == DatasetExport.Kind.DPO,
+        )
+        for episode in chunk:
+            if on_episode is not None:
+                on_episode(episode.id)
+            if episode.id in held_out:
+                tally.skipped[HELD_OUT] += 1
+                continue
+            if kind == DatasetExport.Kind.CT:
+                records: Iterable[Sample] = [_ct_sample(episode, finals[episode.id])]
+            else:
+                records = _step_records(episode, finals[episode.id], kind, include_accepted, tally)
+            for record in records:
+                tally.yielded[type(record).__name__] += 1
+                yield record
 
 
 def count_episodes(filters: Filters, kind: str) -> int:
@@ -218,13 +229,11 @@ def count_episodes(filters: Filters, kind: str) -> int:
 
 def _episodes(filters: Filters, kind: str) -> QuerySet[Episode]:
     latest = Review.objects.filter(episode=OuterRef("pk")).order_by("-created_at", "-id")
-    episodes = (
-        Episode.objects.filter(task__project_id=filters.project_id, ended_at__isnull=False)
-        .select_related("task__project")
-        .annotate(
-            review_verdict=Subquery(latest.values("verdict")[:1]),
-            review_first_wrong_step=Subquery(latest.values("first_wrong_step")[:1]),
-        )
+    episodes = Episode.objects.filter(
+        task__project_id=filters.project_id, ended_at__isnull=False
+    ).annotate(
+        review_verdict=Subquery(latest.values("verdict")[:1]),
+        review_first_wrong_step=Subquery(latest.values("first_wrong_step")[:1]),
     )
     if filters.ended_from is not None:
         episodes = episodes.filter(ended_at__gte=filters.ended_from)
@@ -242,114 +251,167 @@ def _episodes(filters: Filters, kind: str) -> QuerySet[Episode]:
         episodes = episodes.filter(
             Q(review_verdict=Review.Verdict.REJECTED) | Q(outcome=EpisodeOutcome.ABANDONED)
         )
-    steps = Step.objects.filter(decided_at__isnull=False).select_related("observation")
-    # Prefetched into plain lists (to_attr): Django then builds no queryset per step.
-    prefetches: list[Prefetch[Any]] = [
-        Prefetch("steps", queryset=steps.order_by("index"), to_attr="decided_steps"),
-        Prefetch("decided_steps__revisions", to_attr="revision_list"),
-    ]
-    if kind == DatasetExport.Kind.DPO:
-        by_rank = Proposal.objects.order_by("rank")
-        prefetches.append(
-            Prefetch("decided_steps__proposals", queryset=by_rank, to_attr="proposal_list")
+    return episodes.order_by("id")
+
+
+# Rows are read as plain values, not model instances: building Step and Proposal objects was
+# most of the reading time, and the records only need these columns.
+_EPISODE_COLUMNS = (
+    "pk",
+    "task__instruction",
+    "task__project__platform",
+    "outcome",
+    "review_verdict",
+    "review_first_wrong_step",
+)
+_STEP_COLUMNS = (
+    "pk",
+    "episode_id",
+    "index",
+    "decision",
+    "final_thought",
+    "final_action",
+    "chosen_proposal_id",
+    "observation_id",  # the screenshot's sha256, its primary key
+    "observation__width",
+    "observation__height",
+)
+
+
+@dataclass(frozen=True)
+class _EpisodeRow:
+    id: int
+    instruction: str
+    platform: str
+    outcome: str
+    review_verdict: str | None
+    review_first_wrong_step: int | None
+
+
+@dataclass(frozen=True)
+class _ProposalRow:
+    id: int
+    thought: str
+    action_json: dict[str, Any] | None
+    invalid_reason: str
+
+    @property
+    def is_valid(self) -> bool:
+        return not self.invalid_reason
+
+
+@dataclass(frozen=True)
+class _Final:
+    """A decided step as it finally was (its latest revision applied), with its proposals."""
+
+    turn: HistoryTurn
+    chosen_proposal_id: int | None
+    proposals: list[_ProposalRow]  # by rank; read for pairs only
+
+    def target(self) -> StepTarget:
+        return StepTarget(self.turn.thought, self.turn.action_json, self.turn.action_text)
+
+
+def _read_finals(ids: list[int], with_proposals: bool) -> dict[int, list[_Final]]:
+    """The finals of a chunk of episodes, by episode id, in step order: their decided steps,
+    the steps' revisions and (for pairs) proposals, in one query each."""
+    steps = (
+        Step.objects.filter(episode_id__in=ids, decided_at__isnull=False)
+        .order_by("episode_id", "index")
+        .values_list(*_STEP_COLUMNS)
+    )
+    latest_revision = {
+        step_id: (decision, thought, action)  # by number: the last one read is the latest
+        for step_id, decision, thought, action in StepRevision.objects.filter(
+            step__episode_id__in=ids
         )
-    return episodes.prefetch_related(*prefetches).order_by("id")
+        .order_by("step_id", "number")
+        .values_list("step_id", "decision", "final_thought", "final_action")
+    }
+    proposals: dict[int, list[_ProposalRow]] = defaultdict(list)
+    if with_proposals:
+        for step_id, *proposal in (
+            Proposal.objects.filter(step__episode_id__in=ids, step__decided_at__isnull=False)
+            .order_by("step_id", "rank")
+            .values_list("step_id", "pk", "thought", "action", "invalid_reason")
+        ):
+            proposals[step_id].append(_ProposalRow(*proposal))
+    finals: dict[int, list[_Final]] = {episode_id: [] for episode_id in ids}
+    screens: dict[tuple[int, int], ScreenSize] = {}
+    for step_id, episode_id, index, decision, thought, action, chosen, sha, width, height in steps:
+        if step_id in latest_revision:
+            decision, thought, action = latest_revision[step_id]
+        assert action is not None  # decided steps always have one
+        screen = screens.get((width, height)) or screens.setdefault(
+            (width, height), ScreenSize(width, height)
+        )
+        turn = HistoryTurn(
+            step_index=index,
+            decision=decision,
+            screenshot=sha,
+            screen=screen,
+            thought=thought,
+            action_json=action,
+            action_text=Action.from_json(action).to_text(),
+        )
+        finals[episode_id].append(_Final(turn, chosen, proposals.get(step_id, [])))
+    return finals
 
 
 # --- building ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Final:
-    step: Step
-    decision: str
-    thought: str
-    action_json: dict[str, Any]
-
-    def turn(self) -> HistoryTurn:
-        observation = self.step.observation
-        return HistoryTurn(
-            step_index=self.step.index,
-            decision=self.decision,
-            screenshot=observation.sha256,
-            screen=ScreenSize(observation.width, observation.height),
-            thought=self.thought,
-            action_json=self.action_json,
-            action_text=Action.from_json(self.action_json).to_text(),
-        )
-
-    def target(self) -> StepTarget:
-        return _target(self.thought, self.action_json)
-
-
-def _target(thought: str, action_json: dict[str, Any]) -> StepTarget:
-    return StepTarget(thought, action_json, Action.from_json(action_json).to_text())
-
-
-def _finals(episode: Episode) -> list[_Final]:
-    finals = []
-    for step in episode.decided_steps:  # type: ignore[attr-defined]
-        revisions = step.revision_list
-        latest = max(revisions, key=lambda r: r.number) if revisions else None
-        if latest is not None:
-            finals.append(_Final(step, latest.decision, latest.final_thought, latest.final_action))
-        else:
-            assert step.final_action is not None  # decided steps always have one
-            finals.append(_Final(step, step.decision, step.final_thought, step.final_action))
-    return finals
-
-
-def _context(episode: Episode, turns: list[HistoryTurn], at: int) -> Context:
+def _context(episode: _EpisodeRow, turns: list[HistoryTurn], at: int) -> Context:
     """The context of the step at position ``at``: ``turns[:at]`` as history, ``turns[at]``'s
     observation as oτ."""
     window = turns[max(0, at + 1 - IMAGE_WINDOW) : at + 1]
     return Context(
-        instruction=episode.task.instruction,
-        platform=episode.task.project.platform,
+        instruction=episode.instruction,
+        platform=episode.platform,
         history=tuple(turns[:at]),
         screenshots=tuple(t.screenshot for t in window),
         screen_sizes=tuple(t.screen for t in window),
     )
 
 
-def _model_proposal(step: Step) -> Proposal | None:
-    proposals: list[Proposal] = step.proposal_list  # type: ignore[attr-defined]
-    picked = next((p for p in proposals if p.pk == step.chosen_proposal_id), None)
+def _model_proposal(final: _Final) -> _ProposalRow | None:
+    picked = next((p for p in final.proposals if p.id == final.chosen_proposal_id), None)
     if picked is not None and picked.is_valid:
         return picked
-    return next((p for p in proposals if p.is_valid), None)
+    return next((p for p in final.proposals if p.is_valid), None)
 
 
-def _usable_steps(episode: Any, finals: list[_Final], tally: Tally) -> int:
+def _usable_steps(episode: _EpisodeRow, finals: list[_Final], tally: Tally) -> int:
     """How many of the episode's finals may be targets, after its latest review."""
     if episode.review_verdict != Review.Verdict.REJECTED:
         return len(finals)
     if episode.review_first_wrong_step is None:
         tally.skipped[REJECTED_WITHOUT_PREFIX] += 1
         return 0
-    return sum(1 for f in finals if f.step.index < episode.review_first_wrong_step)
+    return sum(1 for f in finals if f.turn.step_index < episode.review_first_wrong_step)
 
 
 def _step_records(
-    episode: Episode, kind: str, include_accepted: bool, tally: Tally
+    episode: _EpisodeRow, finals: list[_Final], kind: str, include_accepted: bool, tally: Tally
 ) -> Iterator[Sample]:
-    finals = _finals(episode)
     usable = _usable_steps(episode, finals, tally)
-    turns = [f.turn() for f in finals]
+    turns = [f.turn for f in finals]
     for at, final in enumerate(finals[:usable]):
-        after_error = at > 0 and finals[at - 1].decision == Decision.ERROR_KEPT
-        if final.decision == Decision.ERROR_KEPT:
+        decision = final.turn.decision
+        after_error = at > 0 and turns[at - 1].decision == Decision.ERROR_KEPT
+        if decision == Decision.ERROR_KEPT:
             if at + 1 >= usable:
                 tally.skipped[NO_REFLECTIVE_STEP] += 1
             if after_error:
                 tally.skipped[REFLECTION_IS_ERROR_KEPT] += 1
             continue
         if kind == DatasetExport.Kind.SFT:
-            sft_kind = _sft_kind(final.decision, after_error, include_accepted)
+            sft_kind = _sft_kind(decision, after_error, include_accepted)
             if sft_kind is not None:
                 context = _context(episode, turns, at)
-                yield SftSample(episode.pk, final.step.index, context, final.target(), sft_kind)
-        elif after_error or final.decision == Decision.CORRECTED:
+                step_index = final.turn.step_index
+                yield SftSample(episode.id, step_index, context, final.target(), sft_kind)
+        elif after_error or decision == Decision.CORRECTED:
             pair = _pair(episode, turns, at, final, after_error, tally)
             if pair is not None:
                 yield pair
@@ -364,32 +426,33 @@ def _sft_kind(decision: str, after_error: bool, include_accepted: bool) -> SftKi
 
 
 def _pair(
-    episode: Episode,
+    episode: _EpisodeRow,
     turns: list[HistoryTurn],
     at: int,
     final: _Final,
     reflection: bool,
     tally: Tally,
 ) -> ErrorCorrectionPair | PostReflectionPair | None:
-    proposal = _model_proposal(final.step)
+    proposal = _model_proposal(final)
     if proposal is None:
         tally.skipped[REFLECTION_NO_VALID_PROPOSAL if reflection else NO_VALID_PROPOSAL] += 1
         return None
-    assert proposal.action is not None  # valid proposals always have one
-    if (proposal.thought, proposal.action) == (final.thought, final.action_json):
+    assert proposal.action_json is not None  # valid proposals always have one
+    if (proposal.thought, proposal.action_json) == (final.turn.thought, final.turn.action_json):
         tally.skipped[REFLECTION_EQUALS_PROPOSAL if reflection else CORRECTION_EQUALS_PROPOSAL] += 1
         return None
     context = _context(episode, turns, at)
-    rejected = _target(proposal.thought, proposal.action)
+    action_text = Action.from_json(proposal.action_json).to_text()
+    rejected = StepTarget(proposal.thought, proposal.action_json, action_text)
     record = PostReflectionPair if reflection else ErrorCorrectionPair
-    return record(episode.pk, final.step.index, context, final.target(), rejected)
+    return record(episode.id, final.turn.step_index, context, final.target(), rejected)
 
 
-def _ct_sample(episode: Episode) -> CtSample:
+def _ct_sample(episode: _EpisodeRow, finals: list[_Final]) -> CtSample:
     return CtSample(
-        episode_id=episode.pk,
-        instruction=episode.task.instruction,
-        platform=episode.task.project.platform,
+        episode_id=episode.id,
+        instruction=episode.instruction,
+        platform=episode.platform,
         outcome=episode.outcome,
-        steps=tuple(f.turn() for f in _finals(episode)),
+        steps=tuple(f.turn for f in finals),
     )

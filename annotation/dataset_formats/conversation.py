@@ -18,9 +18,7 @@ conversation over the whole episode, every step's screenshot included.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Literal
 
 from annotation.datasets import Context, CtSample, HistoryTurn, StepTarget
@@ -39,56 +37,71 @@ class Turn:
     screenshot: str | None = None
 
 
-def answer_text(target: StepTarget, screen: ScreenSize, style: str) -> str:
-    """A step's thought and action as the model writes them on a screenshot of ``screen``."""
-    return assistant_text(target.thought, Action.from_json(target.action_json), screen, style)
+class Renderer:
+    """Renders the conversations of one export's records in one coordinate style.
 
+    Every later sample of an episode repeats the episode's earlier steps as history, so each
+    history turn's text is rendered once and reused while the episode's records follow one
+    another: kept by step index, and reused only for the very turn object it was rendered from
+    (the pair builder hands all records of an episode the same turns). Holding that object keeps
+    its identity from being reused, so a turn of another episode is always rendered afresh.
+    """
 
-def _history_text(turn: HistoryTurn, style: str) -> str:
-    action = json.dumps(turn.action_json, sort_keys=True)
-    return _cached_answer_text(turn.thought, action, turn.screen, style)
+    def __init__(self, style: str) -> None:
+        self.style = style
+        self._history: dict[int, tuple[HistoryTurn, Turn]] = {}
+        self._opening: tuple[tuple[str, str], tuple[Turn, Turn]] | None = None
 
+    def answer_text(self, target: StepTarget, screen: ScreenSize) -> str:
+        """A step's thought and action as the model writes them on a screenshot of ``screen``."""
+        action = Action.from_json(target.action_json)
+        return assistant_text(target.thought, action, screen, self.style)
 
-@lru_cache(maxsize=1024)
-def _cached_answer_text(thought: str, action_json: str, screen: ScreenSize, style: str) -> str:
-    # Every later step of an episode repeats the earlier ones in its context: render each once.
-    return assistant_text(thought, Action.from_json(json.loads(action_json)), screen, style)
+    def prompt_turns(self, context: Context) -> list[Turn]:
+        """The conversation up to and including the user turn of oτ."""
+        images = len(context.screenshots)
+        if images < 1 or len(context.screen_sizes) != images:
+            raise ValueError("a context needs its screenshots, oτ last, each with its screen size")
+        history = context.history
+        first_with_image = len(history) - (images - 1)
+        if first_with_image < 0:
+            raise ValueError("a context has more screenshots than observations")
+        for turn, sha in zip(history[first_with_image:], context.screenshots[:-1], strict=True):
+            if turn.screenshot != sha:
+                raise ValueError(f"step {turn.step_index}'s screenshot is not the context's {sha}")
+        turns = self._opening_turns(context.instruction, context.platform)
+        for index, turn in enumerate(history):
+            if index >= first_with_image:
+                turns.append(Turn("user", screenshot=turn.screenshot))
+            turns.append(self._history_turn(turn))
+        turns.append(Turn("user", screenshot=context.screenshots[-1]))
+        return turns
 
+    def trajectory_turns(self, sample: CtSample) -> list[Turn]:
+        """A whole episode: the opening, then each step's screenshot and its final step."""
+        if not sample.steps:
+            raise ValueError(f"episode {sample.episode_id} has no decided step to write")
+        turns = self._opening_turns(sample.instruction, sample.platform)
+        for step in sample.steps:
+            turns.append(Turn("user", screenshot=step.screenshot))
+            turns.append(self._history_turn(step))
+        return turns
 
-def _opening(instruction: str, platform: str) -> list[Turn]:
-    return [Turn("system", SYSTEM_PROMPT), Turn("user", prompt_text(instruction, platform))]
+    def _history_turn(self, turn: HistoryTurn) -> Turn:
+        kept = self._history.get(turn.step_index)
+        if kept is not None and kept[0] is turn:
+            return kept[1]
+        action = Action.from_json(turn.action_json)
+        rendered = Turn("assistant", assistant_text(turn.thought, action, turn.screen, self.style))
+        self._history[turn.step_index] = (turn, rendered)
+        return rendered
 
-
-def prompt_turns(context: Context, style: str) -> list[Turn]:
-    """The conversation up to and including the user turn of oτ."""
-    images = len(context.screenshots)
-    if images < 1 or len(context.screen_sizes) != images:
-        raise ValueError("a context needs its screenshots, oτ last, each with its screen size")
-    history = context.history
-    first_with_image = len(history) - (images - 1)
-    if first_with_image < 0:
-        raise ValueError("a context has more screenshots than observations")
-    for turn, sha in zip(history[first_with_image:], context.screenshots[:-1], strict=True):
-        if turn.screenshot != sha:
-            raise ValueError(f"step {turn.step_index}'s screenshot is not the context's {sha}")
-    turns = _opening(context.instruction, context.platform)
-    for index, turn in enumerate(history):
-        if index >= first_with_image:
-            turns.append(Turn("user", screenshot=turn.screenshot))
-        turns.append(Turn("assistant", _history_text(turn, style)))
-    turns.append(Turn("user", screenshot=context.screenshots[-1]))
-    return turns
-
-
-def trajectory_turns(sample: CtSample, style: str) -> list[Turn]:
-    """A whole episode: the opening, then each step's screenshot and its final step."""
-    if not sample.steps:
-        raise ValueError(f"episode {sample.episode_id} has no decided step to write")
-    turns = _opening(sample.instruction, sample.platform)
-    for step in sample.steps:
-        turns.append(Turn("user", screenshot=step.screenshot))
-        turns.append(Turn("assistant", _history_text(step, style)))
-    return turns
+    def _opening_turns(self, instruction: str, platform: str) -> list[Turn]:
+        if self._opening is None or self._opening[0] != (instruction, platform):
+            prompt = prompt_text(instruction, platform)
+            opening = (Turn("system", SYSTEM_PROMPT), Turn("user", prompt))
+            self._opening = ((instruction, platform), opening)
+        return list(self._opening[1])
 
 
 def screenshots(turns: list[Turn]) -> list[str]:

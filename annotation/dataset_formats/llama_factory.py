@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from annotation.dataset_formats.conversation import answer_text, prompt_turns
+from annotation.dataset_formats.conversation import Renderer
 from annotation.datasets import (
     Context,
     ErrorCorrectionPair,
@@ -79,17 +79,17 @@ def _text(text: str) -> str:
     return text
 
 
-def _gpt_text(target: StepTarget, screen: ScreenSize, style: str) -> str:
-    return _text(answer_text(target, screen, style))
+def _gpt_text(target: StepTarget, screen: ScreenSize, renderer: Renderer) -> str:
+    return _text(renderer.answer_text(target, screen))
 
 
-def _prompt(context: Context, style: str) -> list[dict[str, str]]:
+def _prompt(context: Context, renderer: Renderer) -> list[dict[str, str]]:
     """The conversation up to and including the human turn of oτ: UI-TARS's turns
-    (``conversation.prompt_turns``) folded into alternating human and gpt turns, each
+    (``conversation.Renderer.prompt_turns``) folded into alternating human and gpt turns, each
     screenshot an ``<image>`` tag in the human turn it belongs to."""
     sharegpt: list[dict[str, str]] = []
     human = ""
-    for turn in prompt_turns(context, style):
+    for turn in renderer.prompt_turns(context):
         if turn.role == "assistant":
             sharegpt.append(_turn(USER_TAG, human))
             sharegpt.append(_turn(ASSISTANT_TAG, _text(turn.text)))
@@ -101,7 +101,7 @@ def _prompt(context: Context, style: str) -> list[dict[str, str]]:
 
 
 def sample_for(
-    record: Sample, kind: Kind, image_path: Callable[[str], str], style: str
+    record: Sample, kind: Kind, image_path: Callable[[str], str], renderer: Renderer
 ) -> dict[str, Any]:
     """One record as a sharegpt sample (see the module docstring)."""
     if kind == "sft":
@@ -109,8 +109,8 @@ def sample_for(
             raise TypeError(f"an SFT export takes SftSample records, not {type(record).__name__}")
         context = record.context
         screen = context.screen_sizes[-1]
-        conversation = _prompt(context, style)
-        conversation.append(_turn(ASSISTANT_TAG, _gpt_text(record.completion, screen, style)))
+        conversation = _prompt(context, renderer)
+        conversation.append(_turn(ASSISTANT_TAG, _gpt_text(record.completion, screen, renderer)))
         sample: dict[str, Any] = {"conversations": conversation}
     elif kind == "dpo":
         if not isinstance(record, ErrorCorrectionPair | PostReflectionPair):
@@ -118,9 +118,9 @@ def sample_for(
         context = record.context
         screen = context.screen_sizes[-1]
         sample = {
-            "conversations": _prompt(context, style),
-            "chosen": _turn(ASSISTANT_TAG, _gpt_text(record.chosen, screen, style)),
-            "rejected": _turn(ASSISTANT_TAG, _gpt_text(record.rejected, screen, style)),
+            "conversations": _prompt(context, renderer),
+            "chosen": _turn(ASSISTANT_TAG, _gpt_text(record.chosen, screen, renderer)),
+            "rejected": _turn(ASSISTANT_TAG, _gpt_text(record.rejected, screen, renderer)),
         }
     else:
         raise ValueError(f"unknown LLaMA-Factory kind {kind!r}; one of sft, dpo")
@@ -187,6 +187,7 @@ def write_llama_factory(
     if kind not in ("sft", "dpo"):
         raise ValueError(f"unknown LLaMA-Factory kind {kind!r}; one of sft, dpo")
     style = str(CoordinateStyle(style))
+    renderer = Renderer(style)
     name = name if name is not None else f"tandem_{kind}"
     out_dir.mkdir(parents=True, exist_ok=True)
     by_type: Counter[str] = Counter()
@@ -198,7 +199,7 @@ def write_llama_factory(
             out = _HashingWriter(stream, data_sha)
             out.write("[")
             for record in records:
-                sample = sample_for(record, kind, image_path, style)
+                sample = sample_for(record, kind, image_path, renderer)
                 out.write(("\n" if not by_type else ",\n") + _dumps(sample))
                 by_type[type(record).__name__] += 1
                 images += len(sample["images"])

@@ -48,13 +48,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from datasets import Features, Image, List, Value
 
-from annotation.dataset_formats.conversation import (
-    Turn,
-    answer_text,
-    prompt_turns,
-    screenshots,
-    trajectory_turns,
-)
+from annotation.dataset_formats.conversation import Renderer, Turn, screenshots
 from annotation.datasets import (
     CtSample,
     ErrorCorrectionPair,
@@ -110,9 +104,13 @@ def features(kind: Kind) -> Features:
     raise ValueError(f"unknown TRL kind {kind!r}; one of sft, dpo, ct")
 
 
+# A screenshot's message is always the same: one shared dict, never built per row.
+_IMAGE_MESSAGE: dict[str, Any] = {"role": "user", "content": [{"type": "image", "text": None}]}
+
+
 def _message(turn: Turn) -> dict[str, Any]:
     if turn.screenshot is not None:
-        return {"role": turn.role, "content": [{"type": "image", "text": None}]}
+        return _IMAGE_MESSAGE
     return {"role": turn.role, "content": [{"type": "text", "text": turn.text}]}
 
 
@@ -120,12 +118,14 @@ def _assistant(text: str) -> list[dict[str, Any]]:
     return [{"role": "assistant", "content": [{"type": "text", "text": text}]}]
 
 
-def row_for(record: Sample, kind: Kind, style: str) -> tuple[dict[str, Any], list[str]]:
-    """One record as a row, its ``images`` left out, and the sha256s of those images in order."""
+def row_for(record: Sample, kind: Kind, renderer: Renderer) -> tuple[dict[str, Any], list[str]]:
+    """One record as a row, its ``images`` left out, and the sha256s of those images in order.
+
+    Rows share dicts (a screenshot's message), so they are for writing, not for editing."""
     if kind == "ct":
         if not isinstance(record, CtSample):
             raise TypeError(f"a CT export takes CtSample records, not {type(record).__name__}")
-        turns = trajectory_turns(record, style)
+        turns = renderer.trajectory_turns(record)
         row = {
             "messages": [_message(t) for t in turns],
             "episode_id": record.episode_id,
@@ -135,22 +135,22 @@ def row_for(record: Sample, kind: Kind, style: str) -> tuple[dict[str, Any], lis
     if kind == "sft":
         if not isinstance(record, SftSample):
             raise TypeError(f"an SFT export takes SftSample records, not {type(record).__name__}")
-        turns = prompt_turns(record.context, style)
+        turns = renderer.prompt_turns(record.context)
         screen = record.context.screen_sizes[-1]
         row = {
             "prompt": [_message(t) for t in turns],
-            "completion": _assistant(answer_text(record.completion, screen, style)),
+            "completion": _assistant(renderer.answer_text(record.completion, screen)),
             "sample_kind": record.kind,
         }
     elif kind == "dpo":
         if not isinstance(record, ErrorCorrectionPair | PostReflectionPair):
             raise TypeError(f"a DPO export takes pairs, not {type(record).__name__}")
-        turns = prompt_turns(record.context, style)
+        turns = renderer.prompt_turns(record.context)
         screen = record.context.screen_sizes[-1]
         row = {
             "prompt": [_message(t) for t in turns],
-            "chosen": _assistant(answer_text(record.chosen, screen, style)),
-            "rejected": _assistant(answer_text(record.rejected, screen, style)),
+            "chosen": _assistant(renderer.answer_text(record.chosen, screen)),
+            "rejected": _assistant(renderer.answer_text(record.rejected, screen)),
             "sample_kind": PAIR_KINDS[type(record).__name__],
         }
     else:
@@ -218,6 +218,7 @@ def write_trl(
     """
     schema = features(kind).arrow_schema
     style = str(CoordinateStyle(style))
+    renderer = Renderer(style)
     data_dir = out_dir / DATA_DIR
     data_dir.mkdir(parents=True, exist_ok=True)
     shards = _ShardWriter(data_dir, schema, shard_bytes)
@@ -227,7 +228,7 @@ def write_trl(
     group_bytes = 0
     try:
         for record in records:
-            row, shas = row_for(record, kind, style)
+            row, shas = row_for(record, kind, renderer)
             pngs = [read_image(sha) for sha in shas]
             row["images"] = [{"bytes": png, "path": None} for png in pngs]
             group.append(row)

@@ -77,6 +77,7 @@ def export_run(project_id: int) -> float:
 
 def naive_run(project_id: int, out: Path) -> float:
     """Everything in memory, then one ``json.dump``: the anchor."""
+    from annotation.dataset_formats.conversation import Renderer
     from annotation.dataset_formats.trl import row_for
     from annotation.datasets import Filters, iter_samples
     from vm_pool.models import Screenshot
@@ -84,9 +85,10 @@ def naive_run(project_id: int, out: Path) -> float:
     started = time.perf_counter()
     for kind in ("sft", "dpo"):
         records = list(iter_samples(Filters(project_id), kind))
+        renderer = Renderer("uitars15")
         rows = []
         for record in records:
-            row, shas = row_for(record, kind, "uitars15")  # type: ignore[arg-type]
+            row, shas = row_for(record, kind, renderer)  # type: ignore[arg-type]
             images = []
             for sha in shas:
                 name = Screenshot.objects.values_list("file", flat=True).get(pk=sha)
