@@ -330,12 +330,12 @@ def _read_finals(ids: list[int], with_proposals: bool) -> dict[int, list[_Final]
     }
     proposals: dict[int, list[_ProposalRow]] = defaultdict(list)
     if with_proposals:
-        for step_id, *proposal in (
+        for step_id, proposal_id, thought, action, invalid_reason in (
             Proposal.objects.filter(step__episode_id__in=ids, step__decided_at__isnull=False)
             .order_by("step_id", "rank")
             .values_list("step_id", "pk", "thought", "action", "invalid_reason")
         ):
-            proposals[step_id].append(_ProposalRow(*proposal))
+            proposals[step_id].append(_ProposalRow(proposal_id, thought, action, invalid_reason))
     finals: dict[int, list[_Final]] = {episode_id: [] for episode_id in ids}
     screens: dict[tuple[int, int], ScreenSize] = {}
     for step_id, episode_id, index, decision, thought, action, chosen, sha, width, height in steps:

@@ -64,6 +64,7 @@ action and an ``invalid_reason`` that says why: nothing in it can be executed.
 
 import base64
 import dataclasses
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -178,6 +179,7 @@ def smart_resize(
     return h_bar, w_bar
 
 
+@functools.lru_cache(maxsize=256)  # a pure function, asked for every point of every step
 def model_size(screen: ScreenSize, style: str) -> ScreenSize:
     """The extent of the model's coordinates for a screenshot of this screen."""
     if CoordinateStyle(style) is CoordinateStyle.RELATIVE1000:
@@ -228,15 +230,12 @@ def prompt_text(instruction: str, platform: str, language: str = "English") -> s
 def action_text(action: Action, screen: ScreenSize, style: str) -> str:
     """The action as the model writes it: its points in the model's convention, each wrapped in
     box tokens, e.g. ``click(start_box='<|box_start|>(966,546)<|box_end|>')``."""
-    converted = _with_points(action, lambda point: to_model(point, screen, style))
-    text = converted.to_text()
-    # to_text writes the box arguments first, so their first occurrence is theirs and not a
-    # look-alike inside typed content.
-    for name, point in (("start_box", converted.point), ("end_box", converted.end)):
-        if point is not None:
-            plain = f"({point.x},{point.y})"
-            text = text.replace(f"{name}='{plain}'", f"{name}='{BOX_START}{plain}{BOX_END}'", 1)
-    return text
+
+    def box(point: Point) -> str:
+        converted = to_model(point, screen, style)
+        return f"{BOX_START}({converted.x},{converted.y}){BOX_END}"
+
+    return action.to_text(point_text=box)
 
 
 def assistant_text(thought: str, action: Action, screen: ScreenSize, style: str) -> str:

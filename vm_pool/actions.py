@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
@@ -184,6 +184,8 @@ _LABELS = {
     "app": "app (app_name)",
 }
 
+_JSON_KEYS = frozenset({"type", *_LABELS})
+
 
 @dataclass(frozen=True)
 class Action:
@@ -283,9 +285,9 @@ class Action:
         """Read the JSON form, refusing unknown keys and wrong types, then validate."""
         if not isinstance(data, Mapping):
             raise InvalidAction("an action must be a JSON object")
-        unknown = sorted(set(data) - {"type", *_LABELS})
-        if unknown:
-            raise InvalidAction(f"unknown key(s) in action: {', '.join(map(str, unknown))}")
+        if not _JSON_KEYS.issuperset(data):
+            unknown = sorted(map(str, set(data) - _JSON_KEYS))
+            raise InvalidAction(f"unknown key(s) in action: {', '.join(unknown)}")
         if not isinstance(data.get("type"), str):
             raise InvalidAction("action 'type' must be a string")
         action_type = _action_type(data["type"])
@@ -311,13 +313,15 @@ class Action:
         action.validate(platform, screen)
         return action
 
-    def to_text(self) -> str:
-        """The action as UI-TARS-1.5 writes it, in screen pixels."""
+    def to_text(self, point_text: Callable[[Point], str] | None = None) -> str:
+        """The action as UI-TARS-1.5 writes it, in screen pixels. ``point_text``, when given,
+        writes each point instead of ``(x,y)``: a model's coordinates, with box tokens."""
+        write = point_text or _point_text
         arguments: list[str] = []
         if self.point is not None:
-            arguments.append(f"start_box='({self.point.x},{self.point.y})'")
+            arguments.append(f"start_box='{write(self.point)}'")
         if self.end is not None:
-            arguments.append(f"end_box='({self.end.x},{self.end.y})'")
+            arguments.append(f"end_box='{write(self.end)}'")
         if self.direction is not None:
             arguments.append(f"direction='{self.direction}'")
         if self.amount is not None and self.amount != DEFAULT_SCROLL_AMOUNT:
@@ -415,6 +419,10 @@ _POINT = re.compile(
     )\s*""",
     re.VERBOSE,
 )
+
+
+def _point_text(point: Point) -> str:
+    return f"({point.x},{point.y})"
 
 
 def _quote(value: str) -> str:
