@@ -36,7 +36,7 @@ from annotation.models import Decision, Episode, EpisodeOutcome, Project, Step, 
 from backend.accounts.models import User
 from backend.accounts.roles import Role
 from tests.conftest import PASSWORD
-from tests.e2e.browser import BrowserErrors, chromium
+from tests.e2e.browser import BrowserErrors, accessibility_problems, chromium
 from tests.e2e.manager_flow import check_manager_and_reviewer
 from tests.fake_model_server import FakeModelServer, Reply, serving
 from tests.live import TERMINAL, asgi, websockify, worker
@@ -48,7 +48,6 @@ from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 BROKER, CHANNELS = "redis://127.0.0.1:6379/10", "redis://127.0.0.1:6379/11"
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "var" / "e2e-screenshots"
-AXE = ROOT / "frontend" / "node_modules" / "axe-core" / "axe.min.js"
 SCREEN = (1280, 800)
 ROOT_COLOUR = "#2a6f97"
 MODEL = "ui-tars-1.5-7b"
@@ -141,20 +140,6 @@ def click_desktop(page: Page, fx: float, fy: float) -> tuple[int, int]:
     return (
         math.floor((x - box["x"]) * SCREEN[0] / box["width"]),
         math.floor((y - box["y"]) * SCREEN[1] / box["height"]),
-    )
-
-
-def accessibility_problems(page: Page) -> list[str]:
-    """Serious and critical WCAG problems axe-core finds on the page (labels, contrast, …)."""
-    assert AXE.is_file(), f"{AXE} is missing: run deploy/dev.sh install"
-    page.add_script_tag(path=str(AXE))
-    return page.evaluate(
-        """async () => {
-            const result = await axe.run(document, {resultTypes: ['violations']});
-            return result.violations
-                .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-                .map((v) => `${v.id}: ${v.help} at ${v.nodes.map((n) => n.target).join(', ')}`);
-        }"""
     )
 
 

@@ -10,7 +10,7 @@ import { Button, ErrorBanner, Loading, useApi, useMe, usePoll } from "../../ui";
 import { LineChart } from "../../ui/svgCharts";
 import { when } from "../manager/format";
 import { JobStatus } from "./FineTuning";
-import { LIVE_STATUSES, engineerProjects, lossChart, mayManage, type FineTuneJob, type LossPoint } from "./finetune";
+import { LIVE_STATUSES, engineerProjects, lossChart, lossText, mayManage, type FineTuneJob, type LossPoint } from "./finetune";
 
 function LossCurve({ curve }: { curve: LossPoint[] }) {
   if (curve.length === 0) return <p className="empty">No loss logged yet.</p>;
@@ -24,7 +24,7 @@ function LossCurve({ curve }: { curve: LossPoint[] }) {
       labels={chart.labels}
       series={chart.series}
       max={chart.max}
-      format={(v) => (chart.max >= 10 ? v.toFixed(0) : chart.max >= 1 ? v.toFixed(1) : v.toFixed(2))}
+      format={lossText}
       dots={curve.length <= 80}
     >
       <p className="meta" data-testid="loss-summary">

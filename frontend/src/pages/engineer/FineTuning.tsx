@@ -94,7 +94,9 @@ function NewJobForm({ defaults }: { defaults: TrainingDefaults }) {
   const me = useMe();
   const allowed = engineerProjects(me);
   const projects = useApi<Page<Project>>("/api/projects/?page_size=200");
-  const exportsList = useApi<Page<DatasetExport>>("/api/exports/?status=succeeded&format=trl&page_size=200");
+  // Not `?format=trl`: DRF reads `format` as the response format; the list says which exports
+  // cannot be trained on, and why.
+  const exportsList = useApi<Page<DatasetExport>>("/api/exports/?status=succeeded&page_size=200");
   const versions = useApi<Page<ModelVersion>>("/api/model-versions/?page_size=200");
   const [form, setForm] = useState<JobForm>(() => defaultForm(defaults.defaults, defaults.base_models[0]?.name ?? ""));
   const [problems, setProblems] = useState<Record<string, string>>({});

@@ -4,6 +4,7 @@ import {
   jobRequest,
   lossAxisMax,
   lossChart,
+  lossText,
   mayManage,
   stageOrder,
   unusableBecause,
@@ -140,6 +141,11 @@ describe("loss curve", () => {
     expect(lossAxisMax([2])).toBe(2);
     expect(lossAxisMax([])).toBe(1);
     expect(lossAxisMax([Number.NaN, 0])).toBe(1);
+  });
+
+  it("writes ticks and losses with three significant digits", () => {
+    expect([0, 2.5, 5, 7.5, 10].map(lossText)).toEqual(["0", "2.5", "5", "7.5", "10"]);
+    expect([0.0125, 5.608213, 0.69314].map(lossText)).toEqual(["0.0125", "5.61", "0.693"]);
   });
 
   it("gives one series per stage over the steps in training order", () => {

@@ -277,6 +277,11 @@ export function lossAxisMax(values: number[]): number {
   return 10 * power;
 }
 
+/** A loss as an axis tick or tooltip writes it: three significant digits, no trailing zeros. */
+export function lossText(value: number): string {
+  return String(Number(value.toPrecision(3)));
+}
+
 export interface LossChartData {
   labels: string[];
   series: ChartSeries[];
