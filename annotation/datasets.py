@@ -86,7 +86,7 @@ HELD_OUT = "episode held out for evaluation"
 # --- records -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HistoryTurn:
     """An earlier step as it finally was: its observation and the final thought and action."""
 
@@ -99,7 +99,7 @@ class HistoryTurn:
     action_text: str  # UI-TARS text, screen pixels of ``screen``
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Context:
     """What the model sees before step τ."""
 
@@ -110,14 +110,14 @@ class Context:
     screen_sizes: tuple[ScreenSize, ...]  # one per screenshot
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StepTarget:
     thought: str
     action_json: dict[str, Any]
     action_text: str  # UI-TARS text, screen pixels of oτ
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ErrorCorrectionPair:
     episode_id: int
     step_index: int
@@ -126,7 +126,7 @@ class ErrorCorrectionPair:
     rejected: StepTarget
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PostReflectionPair:
     episode_id: int
     step_index: int  # τ+1, the reflective step
@@ -135,7 +135,7 @@ class PostReflectionPair:
     rejected: StepTarget
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SftSample:
     episode_id: int
     step_index: int
@@ -144,7 +144,7 @@ class SftSample:
     kind: SftKind
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CtSample:
     episode_id: int
     instruction: str
@@ -156,7 +156,7 @@ class CtSample:
 Sample = ErrorCorrectionPair | PostReflectionPair | SftSample | CtSample
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Filters:
     """Which episodes an export reads. Dates bound ``ended_at``: from inclusive, until exclusive."""
 
@@ -278,7 +278,7 @@ _STEP_COLUMNS = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _EpisodeRow:
     id: int
     instruction: str
@@ -288,7 +288,7 @@ class _EpisodeRow:
     review_first_wrong_step: int | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _ProposalRow:
     id: int
     thought: str
@@ -300,7 +300,7 @@ class _ProposalRow:
         return not self.invalid_reason
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Final:
     """A decided step as it finally was (its latest revision applied), with its proposals."""
 

@@ -28,7 +28,7 @@ from vm_pool.actions import Action, ScreenSize
 Role = Literal["system", "user", "assistant"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Turn:
     """One message: text, or (a user turn) exactly one screenshot, by its sha256."""
 

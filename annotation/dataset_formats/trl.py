@@ -41,6 +41,7 @@ import json
 import shutil
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -104,14 +105,21 @@ def features(kind: Kind) -> Features:
     raise ValueError(f"unknown TRL kind {kind!r}; one of sft, dpo, ct")
 
 
-# A screenshot's message is always the same: one shared dict, never built per row.
+# Rows share message dicts (they are written, never edited): a screenshot's message is always
+# the same, and an episode's opening and earlier steps recur in every later row of it, so each
+# of those messages is built once rather than per row.
 _IMAGE_MESSAGE: dict[str, Any] = {"role": "user", "content": [{"type": "image", "text": None}]}
 
 
 def _message(turn: Turn) -> dict[str, Any]:
     if turn.screenshot is not None:
         return _IMAGE_MESSAGE
-    return {"role": turn.role, "content": [{"type": "text", "text": turn.text}]}
+    return _text_message(turn.role, turn.text)
+
+
+@lru_cache(maxsize=1024)
+def _text_message(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "content": [{"type": "text", "text": text}]}
 
 
 def _assistant(text: str) -> list[dict[str, Any]]:
@@ -120,8 +128,7 @@ def _assistant(text: str) -> list[dict[str, Any]]:
 
 def row_for(record: Sample, kind: Kind, renderer: Renderer) -> tuple[dict[str, Any], list[str]]:
     """One record as a row, its ``images`` left out, and the sha256s of those images in order.
-
-    Rows share dicts (a screenshot's message), so they are for writing, not for editing."""
+    Rows share their messages' dicts: they are for writing, not for editing."""
     if kind == "ct":
         if not isinstance(record, CtSample):
             raise TypeError(f"a CT export takes CtSample records, not {type(record).__name__}")
