@@ -153,13 +153,31 @@ def test_setup_runs_launch_file_and_command_steps(template, desktops):
             "parameters": {"command": "cp docs/plan.txt docs/copy.txt", "shell": True},
         },
         {"type": "launch", "parameters": {"command": ["xterm", "-title", "setup-term"]}},
-        {"type": "sleep", "parameters": {"seconds": 0.5}},
     ]
-    assert run_setup(control, setup) == 4
+    empty = control.observe(settle=True).png
+    assert run_setup(control, setup) == 3
     home = desktop_dir(desktop.pk) / "home"
     assert (home / "docs/copy.txt").read_text() == "step one\n"
-    windows = control.run(["xdotool", "search", "--name", "setup-term"], timeout=10)
+    # The launch step returns once the window is mapped: no sleep, and the first observation
+    # shows the program, not the empty desktop it started on.
+    windows = control.run(["xdotool", "search", "--onlyvisible", "--name", "setup-term"], 10)
     assert windows.returncode == 0 and windows.output.strip()
+    assert control.observe(settle=True).png != empty
+
+
+def test_a_launched_program_without_a_window_ends_the_wait_at_its_timeout(template, desktops):
+    control = control_of(ready_desktop(template))
+    started = time.monotonic()
+    run_setup(
+        control,
+        [{"type": "launch", "parameters": {"command": ["sleep", "30"], "window_timeout": 1}}],
+    )
+    assert 1.0 <= time.monotonic() - started < 5.0
+    with pytest.raises(SetupFailed, match=r"setup step 1 \(launch\): 'window_timeout' must be"):
+        run_setup(
+            control,
+            [{"type": "launch", "parameters": {"command": ["xterm"], "window_timeout": "soon"}}],
+        )
 
 
 def test_unsupported_or_failing_setup_steps_are_named(template, desktops):

@@ -7,7 +7,9 @@ manager, x11vnc and the template's autostart programs as its own children, so th
 whoever owns the desktop:
 
 - ``GET /health``: Xvfb, window manager and VNC server are alive and VNC accepts connections
-- ``POST /launch``: start a program in the desktop, ``{"argv": [...]}`` → ``{"pid"}``
+- ``POST /launch``: start a program in the desktop, ``{"argv": [...], "window_timeout": s}`` →
+  ``{"pid", "window"}``; with a timeout, it returns once the window manager maps a new window
+  (``window``: true) or when the timeout passes (false: a program with no window of its own)
 - ``POST /run``: run a command to completion, ``{"argv", "timeout"}`` → ``{"returncode", "output"}``
 - ``POST /files``: put a file in place, ``{"path", "data_b64"}`` (relative paths are under HOME)
 - ``POST /execute``: execute an action of the action space, ``{"action": {...}}``
@@ -36,6 +38,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 X_READY_TIMEOUT = 10.0
+WINDOW_POLL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,8 @@ class Desktop:
         self.children: dict[str, subprocess.Popen[bytes]] = {}
         self.lock = threading.Lock()
         self._control: Any = None
+        self._windows_display: Any = None
+        self._windows_lock = threading.Lock()
 
     def spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         log = open(Path(self.config.work_dir) / f"{name}.log", "ab")  # noqa: SIM115
@@ -146,9 +151,36 @@ class Desktop:
             self._control = X11Controller(f":{self.config.display}")
         return self._control
 
-    def launch(self, argv: list[str]) -> int:
+    def launch(self, argv: list[str], window_timeout: float = 0.0) -> dict[str, Any]:
+        """Start a program; with a timeout, wait until a new window is mapped.
+
+        A program draws nothing while it starts (often a second or more), and a settled screen
+        taken in that time would show the desktop without it: the task's first observation must
+        show the programs its setup opened.
+        """
+        before = self.client_windows() if window_timeout > 0 else set()
         name = f"launch-{len(self.children)}-{Path(argv[0]).name}"
-        return self.spawn(name, argv).pid
+        process = self.spawn(name, argv)
+        deadline = time.monotonic() + window_timeout
+        while time.monotonic() < deadline:
+            if self.client_windows() - before:
+                return {"pid": process.pid, "window": True}
+            time.sleep(WINDOW_POLL_S)
+        return {"pid": process.pid, "window": False}
+
+    def client_windows(self) -> set[int]:
+        """The top-level windows the window manager manages (EWMH ``_NET_CLIENT_LIST``)."""
+        from Xlib import X
+        from Xlib.display import Display
+
+        with self._windows_lock:
+            if self._windows_display is None:
+                self._windows_display = Display(f":{self.config.display}")
+            x = self._windows_display
+            prop = x.screen().root.get_full_property(
+                x.intern_atom("_NET_CLIENT_LIST"), X.AnyPropertyType
+            )
+            return set(prop.value) if prop is not None else set()
 
     def run(self, argv: list[str], timeout: float) -> dict[str, Any]:
         try:
@@ -243,7 +275,8 @@ def make_handler(desktop: Desktop) -> type[BaseHTTPRequestHandler]:
             try:
                 body = self._body()
                 if self.path == "/launch":
-                    self._json(HTTPStatus.OK, {"pid": desktop.launch(list(body["argv"]))})
+                    timeout = float(body.get("window_timeout", 0))
+                    self._json(HTTPStatus.OK, desktop.launch(list(body["argv"]), timeout))
                 elif self.path == "/run":
                     result = desktop.run(list(body["argv"]), float(body.get("timeout", 30)))
                     self._json(HTTPStatus.OK, result)

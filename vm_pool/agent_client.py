@@ -42,8 +42,14 @@ class AgentClient:
         except (OSError, urllib.error.URLError) as error:
             raise DesktopError(f"desktop agent at {self.base} does not answer: {error}") from error
 
-    def _json(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        status, _, data = self._request(method, path, body)
+    def _json(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        status, _, data = self._request(method, path, body, timeout=timeout)
         payload = json.loads(data or b"{}")
         if status != 200:
             raise DesktopError(f"desktop agent {path}: {payload.get('error', status)}")
@@ -74,8 +80,9 @@ class AgentClient:
             waited_ms=float(headers.get("X-Waited-Ms") or 0),
         )
 
-    def launch(self, argv: list[str]) -> int:
-        return int(self._json("POST", "/launch", {"argv": argv})["pid"])
+    def launch(self, argv: list[str], window_timeout: float = 0.0) -> int:
+        body = {"argv": argv, "window_timeout": window_timeout}
+        return int(self._json("POST", "/launch", body, timeout=window_timeout + 10)["pid"])
 
     def run(self, argv: list[str], timeout: float) -> CommandResult:
         body = self._json("POST", "/run", {"argv": argv, "timeout": timeout})

@@ -3,7 +3,9 @@
 A task's ``setup`` is a list of ``{"type": ..., "parameters": {...}}``. The steps that make
 sense on a desktop Tandem controls are supported:
 
-- ``launch`` — start a program (``command``: argv list or a string, ``shell``: bool)
+- ``launch`` — start a program (``command``: argv list or a string, ``shell``: bool) and wait
+  until it maps a window, up to ``window_timeout`` seconds (default 10; 0 does not wait), so
+  that the first observation shows it
 - ``execute`` / ``command`` — run a command to completion; a non-zero exit fails the setup
 - ``open`` — open a file or folder with its default program (``path``)
 - ``chrome_open_tabs`` — open URLs in the desktop's browser (``urls_to_open``)
@@ -31,6 +33,7 @@ BROWSER = ["chromium", "--no-first-run", "--no-default-browser-check", "--no-san
            "--disable-gpu", "--disable-background-networking", "--disable-component-update",
            "--disable-sync", "--password-store=basic"]  # fmt: skip
 COMMAND_TIMEOUT = 120.0
+WINDOW_TIMEOUT = 10.0
 MAX_SLEEP = 60.0
 
 
@@ -68,8 +71,15 @@ def _fetch(step: SetupStep, url: str) -> bytes:
         raise SetupFailed(f"{step.name()}: cannot fetch {url}: {error}") from error
 
 
+def _window_timeout(step: SetupStep) -> float:
+    value = step.parameters.get("window_timeout", WINDOW_TIMEOUT)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 120:
+        raise SetupFailed(f"{step.name()}: 'window_timeout' must be a number of seconds, 0 to 120")
+    return float(value)
+
+
 def _launch(control: DesktopControl, step: SetupStep) -> None:
-    control.launch(_argv(step))
+    control.launch(_argv(step), _window_timeout(step))
 
 
 def _execute(control: DesktopControl, step: SetupStep) -> None:
@@ -84,14 +94,14 @@ def _open(control: DesktopControl, step: SetupStep) -> None:
     path = step.parameters.get("path")
     if not isinstance(path, str) or not path:
         raise SetupFailed(f"{step.name()}: 'path' must be a non-empty string")
-    control.launch(["xdg-open", path])
+    control.launch(["xdg-open", path], _window_timeout(step))
 
 
 def _open_tabs(control: DesktopControl, step: SetupStep) -> None:
     urls = step.parameters.get("urls_to_open")
     if not isinstance(urls, list) or not urls or not all(isinstance(u, str) for u in urls):
         raise SetupFailed(f"{step.name()}: 'urls_to_open' must be a non-empty list of URLs")
-    control.launch([*BROWSER, *urls])
+    control.launch([*BROWSER, *urls], _window_timeout(step))
 
 
 def _file(control: DesktopControl, step: SetupStep) -> None:

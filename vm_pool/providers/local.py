@@ -78,8 +78,8 @@ class LocalControl:
     def observe(self, settle: bool = True) -> Observation:
         return self.x11.observe(settle=settle)
 
-    def launch(self, argv: list[str]) -> int:
-        return self.agent.launch(argv)
+    def launch(self, argv: list[str], window_timeout: float = 0.0) -> int:
+        return self.agent.launch(argv, window_timeout)
 
     def run(self, argv: list[str], timeout: float) -> CommandResult:
         return self.agent.run(argv, timeout)
