@@ -97,6 +97,8 @@ def create_job_in_the_browser(page: Page, sft_id: int, dpo_id: int, endpoint: st
     form.get_by_role("button", name="Start fine-tuning").click()
     expect(form.get_by_text("letters, digits, dots, dashes and underscores")).to_be_visible()
     assert not FineTuneJob.objects.exists()  # the form's mistake never reached the server
+    page.screenshot(path=str(SHOTS / "finetune-new-job.png"), full_page=True)
+    assert accessibility_problems(page) == []
 
     form.get_by_label("New version name").fill(VERSION)
     form.get_by_label("Endpoint that will serve it (optional)").fill(endpoint)
