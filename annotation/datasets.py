@@ -314,24 +314,25 @@ class _Final:
 
 def _read_finals(ids: list[int], with_proposals: bool) -> dict[int, list[_Final]]:
     """The finals of a chunk of episodes, by episode id, in step order: their decided steps,
-    the steps' revisions and (for pairs) proposals, in one query each."""
-    steps = (
+    then those steps' revisions and (for pairs) proposals, in one query each."""
+    steps = list(
         Step.objects.filter(episode_id__in=ids, decided_at__isnull=False)
         .order_by("episode_id", "index")
         .values_list(*_STEP_COLUMNS)
     )
+    # Revisions and proposals are looked up by step id, as a prefetch would: an index scan
+    # whatever the size of the tables.
+    step_ids = [step[0] for step in steps]
     latest_revision = {
         step_id: (decision, thought, action)  # by number: the last one read is the latest
-        for step_id, decision, thought, action in StepRevision.objects.filter(
-            step__episode_id__in=ids
-        )
+        for step_id, decision, thought, action in StepRevision.objects.filter(step_id__in=step_ids)
         .order_by("step_id", "number")
         .values_list("step_id", "decision", "final_thought", "final_action")
     }
     proposals: dict[int, list[_ProposalRow]] = defaultdict(list)
     if with_proposals:
         for step_id, proposal_id, thought, action, invalid_reason in (
-            Proposal.objects.filter(step__episode_id__in=ids, step__decided_at__isnull=False)
+            Proposal.objects.filter(step_id__in=step_ids)
             .order_by("step_id", "rank")
             .values_list("step_id", "pk", "thought", "action", "invalid_reason")
         ):
