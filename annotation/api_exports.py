@@ -4,7 +4,9 @@ them and pull their files (design §5, §8).
 - ``POST /api/exports/`` ``{project, kind: sft|dpo|ct, format: trl|llama_factory, filters:
   {date_from, date_to, model_version, review_status, annotator, include_accepted,
   exclude_held_out}}`` → 201, the export, queued.
-- ``GET /api/exports/?project=<id>``, ``GET /api/exports/{id}/``: status, progress 0–1,
+- ``GET /api/exports/?project=<id>&kind=&dataset_format=&status=`` (``format`` is DRF's
+  response-format switch, so the format filter has its own name), ``GET /api/exports/{id}/``:
+  status, progress 0–1,
   counts, ``content_hash`` and, once succeeded, ``files``: ``[{name, size, sha256,
   download_url}]``.
 - ``POST /api/exports/{id}/cancel/``: a queued or running export stops and publishes nothing.
@@ -19,6 +21,7 @@ download) — the ``read_datasets``/``manage_datasets`` capabilities. Tokens nee
 from typing import Any
 from urllib.parse import urlencode
 
+import django_filters
 from django.db.models import QuerySet
 from django.http import FileResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -108,6 +111,16 @@ class ExportSerializer(serializers.ModelSerializer):
         ]
 
 
+class ExportFilterSet(django_filters.FilterSet):
+    dataset_format = django_filters.ChoiceFilter(
+        field_name="format", choices=DatasetExport.Format.choices
+    )
+
+    class Meta:
+        model = DatasetExport
+        fields = ["project", "kind", "status"]
+
+
 class ExportViewSet(
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -115,7 +128,7 @@ class ExportViewSet(
 ):
     serializer_class = ExportSerializer
     token_resource = "datasets"
-    filterset_fields = ["project", "kind", "format", "status"]
+    filterset_class = ExportFilterSet
     ordering_fields = ["created_at", "finished_at"]
 
     def get_queryset(self) -> QuerySet[DatasetExport]:

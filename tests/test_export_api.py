@@ -117,6 +117,26 @@ def test_lists_hold_only_readable_projects(world, client_for, other_project, mak
     assert ids("admin", f"?project={other_project.pk}") == ids("outsider")
 
 
+def test_lists_filter_by_kind_format_and_status(world, project, client_for):
+    users, queued, done = world
+    lf = DatasetExport.objects.create(
+        project=project, kind="dpo", format="llama_factory", created_by=users["engineer"]
+    )
+    client = client_for(users["engineer"])
+
+    def ids(query):
+        response = client.get(f"/api/exports/?project={project.pk}&{query}")
+        assert response.status_code == 200, response.content
+        return sorted(e["id"] for e in response.json()["results"])
+
+    assert ids("dataset_format=llama_factory") == [lf.pk]
+    assert lf.pk not in ids("dataset_format=trl")
+    assert ids(f"status={done.status}") == [done.pk]
+    assert ids("kind=dpo&dataset_format=llama_factory") == [lf.pk]
+    refused = client.get("/api/exports/?dataset_format=csv")
+    assert refused.status_code == 400 and refused.json()["error"]["status"] == 400
+
+
 def test_tokens_need_the_datasets_scopes(world, project, token_client_for):
     users, queued, done = world
     body = {"project": project.pk, "kind": "sft"}
