@@ -205,7 +205,7 @@ class Action:
     app: str | None = None
 
     def __post_init__(self) -> None:
-        action_type = _action_type(self.type)
+        action_type = self.type if isinstance(self.type, ActionType) else _action_type(self.type)
         object.__setattr__(self, "type", action_type)
         if action_type is ActionType.SCROLL and self.amount is None:
             object.__setattr__(self, "amount", DEFAULT_SCROLL_AMOUNT)

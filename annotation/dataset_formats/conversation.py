@@ -41,15 +41,16 @@ class Renderer:
     """Renders the conversations of one export's records in one coordinate style.
 
     Every later sample of an episode repeats the episode's earlier steps as history, so each
-    history turn's text is rendered once and reused while the episode's records follow one
-    another: kept by step index, and reused only for the very turn object it was rendered from
-    (the pair builder hands all records of an episode the same turns). Holding that object keeps
-    its identity from being reused, so a turn of another episode is always rendered afresh.
+    history step's turns are rendered once and reused while the episode's records follow one
+    another: kept by step index, and reused only for the very turn object they were rendered
+    from (the pair builder hands all records of an episode the same turns). Holding that object
+    keeps its identity from being reused, so a turn of another episode is always rendered
+    afresh.
     """
 
     def __init__(self, style: str) -> None:
         self.style = style
-        self._history: dict[int, tuple[HistoryTurn, Turn]] = {}
+        self._history: dict[int, tuple[HistoryTurn, Turn, Turn]] = {}
         self._opening: tuple[tuple[str, str], tuple[Turn, Turn]] | None = None
 
     def answer_text(self, target: StepTarget, screen: ScreenSize) -> str:
@@ -71,9 +72,10 @@ class Renderer:
                 raise ValueError(f"step {turn.step_index}'s screenshot is not the context's {sha}")
         turns = self._opening_turns(context.instruction, context.platform)
         for index, turn in enumerate(history):
+            screenshot, answer = self._history_turns(turn)
             if index >= first_with_image:
-                turns.append(Turn("user", screenshot=turn.screenshot))
-            turns.append(self._history_turn(turn))
+                turns.append(screenshot)
+            turns.append(answer)
         turns.append(Turn("user", screenshot=context.screenshots[-1]))
         return turns
 
@@ -83,18 +85,19 @@ class Renderer:
             raise ValueError(f"episode {sample.episode_id} has no decided step to write")
         turns = self._opening_turns(sample.instruction, sample.platform)
         for step in sample.steps:
-            turns.append(Turn("user", screenshot=step.screenshot))
-            turns.append(self._history_turn(step))
+            turns.extend(self._history_turns(step))
         return turns
 
-    def _history_turn(self, turn: HistoryTurn) -> Turn:
+    def _history_turns(self, turn: HistoryTurn) -> tuple[Turn, Turn]:
+        """An earlier step's screenshot turn and assistant turn."""
         kept = self._history.get(turn.step_index)
         if kept is not None and kept[0] is turn:
-            return kept[1]
+            return kept[1], kept[2]
         action = Action.from_json(turn.action_json)
-        rendered = Turn("assistant", assistant_text(turn.thought, action, turn.screen, self.style))
-        self._history[turn.step_index] = (turn, rendered)
-        return rendered
+        text = assistant_text(turn.thought, action, turn.screen, self.style)
+        screenshot, answer = Turn("user", screenshot=turn.screenshot), Turn("assistant", text)
+        self._history[turn.step_index] = (turn, screenshot, answer)
+        return screenshot, answer
 
     def _opening_turns(self, instruction: str, platform: str) -> list[Turn]:
         if self._opening is None or self._opening[0] != (instruction, platform):
