@@ -355,9 +355,7 @@ def _read_finals(ids: list[int], with_proposals: bool) -> dict[int, list[_Final]
         if step_id in latest_revision:
             decision, thought, action = latest_revision[step_id]
         assert action is not None  # decided steps always have one
-        screen = screens.get((width, height)) or screens.setdefault(
-            (width, height), ScreenSize(width, height)
-        )
+        screen = screens.setdefault((width, height), ScreenSize(width, height))
         turn = HistoryTurn(
             step_index=index,
             decision=decision,
