@@ -1,8 +1,12 @@
 export { Button } from "./Button";
 export { ErrorBanner } from "./ErrorBanner";
 export { Loading } from "./Loading";
+export { Pager } from "./Pager";
+export { ProjectSelect, useReadableProjects } from "./ProjectSelect";
 export { Table } from "./Table";
 export type { Column } from "./Table";
+export { toggled } from "./toggled";
 export { useApi } from "./useApi";
 export { MeContext, useMe } from "./me";
 export { usePoll } from "./usePoll";
+export { useSubmit } from "./useSubmit";

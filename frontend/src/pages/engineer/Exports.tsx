@@ -3,10 +3,10 @@
  * with each export's progress while it runs, its counts, and download links to its files.
  * Engineers create exports; managers see and download them (the server enforces both).
  */
-import { useEffect, useState } from "react";
+import { useState } from "react";
 import { useSearchParams } from "react-router-dom";
-import { api, type Page, type Project } from "../../api";
-import { Button, ErrorBanner, Loading, useApi } from "../../ui";
+import { api, type Page } from "../../api";
+import { Button, ErrorBanner, Loading, ProjectSelect, useApi, usePoll, useReadableProjects, useSubmit } from "../../ui";
 import { when } from "../manager/format";
 
 interface ExportFile {
@@ -33,6 +33,14 @@ interface DatasetExport {
 const KINDS = { sft: "SFT (corrected and reflective steps)", dpo: "DPO (error-correction and post-reflection pairs)", ct: "CT (failed or abandoned trajectories)" };
 const FORMATS = { trl: "TRL / Hugging Face datasets (Parquet)", llama_factory: "LLaMA-Factory (sharegpt JSON)" };
 
+function choices(labels: Record<string, string>) {
+  return Object.entries(labels).map(([value, label]) => (
+    <option key={value} value={value}>
+      {label}
+    </option>
+  ));
+}
+
 function size(bytes: number): string {
   if (bytes < 1024) return `${bytes} B`;
   if (bytes < 1024 ** 2) return `${(bytes / 1024).toFixed(1)} KB`;
@@ -50,46 +58,32 @@ function ExportForm({ project, onCreated }: { project: string; onCreated: () => 
   const [includeAccepted, setIncludeAccepted] = useState(false);
   // Fine-tuning refuses exports that may hold the held-out episodes kept for evaluation.
   const [excludeHeldOut, setExcludeHeldOut] = useState(true);
-  const [error, setError] = useState<unknown>(null);
-  const submit = async (event: React.FormEvent) => {
-    event.preventDefault();
-    setError(null);
+  const { error, dismiss, onSubmit } = useSubmit();
+  const submit = onSubmit(async () => {
     const filters: Record<string, unknown> = { include_accepted: includeAccepted, exclude_held_out: excludeHeldOut };
     if (dateFrom) filters.date_from = dateFrom;
     if (dateTo) filters.date_to = dateTo;
     if (modelVersion) filters.model_version = modelVersion;
     if (reviewStatus) filters.review_status = reviewStatus;
     if (annotator) filters.annotator = annotator;
-    try {
-      await api.post("/api/exports/", { project: Number(project), kind, format, filters });
-      onCreated();
-    } catch (cause) {
-      setError(cause);
-    }
-  };
+    await api.post("/api/exports/", { project: Number(project), kind, format, filters });
+    onCreated();
+  });
   return (
     <form className="card" onSubmit={submit} aria-labelledby="new-export">
       <h2 id="new-export">New dataset export</h2>
-      <ErrorBanner error={error} onDismiss={() => setError(null)} />
+      <ErrorBanner error={error} onDismiss={dismiss} />
       <div className="form-row">
         <label className="field">
           Kind
           <select value={kind} onChange={(e) => setKind(e.target.value)}>
-            {Object.entries(KINDS).map(([value, label]) => (
-              <option key={value} value={value}>
-                {label}
-              </option>
-            ))}
+            {choices(KINDS)}
           </select>
         </label>
         <label className="field">
           Format
           <select value={format} onChange={(e) => setFormat(e.target.value)}>
-            {Object.entries(FORMATS).map(([value, label]) => (
-              <option key={value} value={value}>
-                {label}
-              </option>
-            ))}
+            {choices(FORMATS)}
           </select>
         </label>
       </div>
@@ -139,16 +133,13 @@ function ExportForm({ project, onCreated }: { project: string; onCreated: () => 
 }
 
 function ExportRow({ item, onChange }: { item: DatasetExport; onChange: () => void }) {
-  const [error, setError] = useState<unknown>(null);
+  const { error, dismiss, run } = useSubmit();
   const live = item.status === "queued" || item.status === "running";
-  const cancel = async () => {
-    try {
+  const cancel = () =>
+    run(async () => {
       await api.post(`/api/exports/${item.id}/cancel/`);
       onChange();
-    } catch (cause) {
-      setError(cause);
-    }
-  };
+    });
   return (
     <tr data-testid={`export-${item.id}`}>
       <td>{item.id}</td>
@@ -168,7 +159,7 @@ function ExportRow({ item, onChange }: { item: DatasetExport; onChange: () => vo
           </>
         ) : null}
         {item.error ? <p className="warn">{item.error}</p> : null}
-        <ErrorBanner error={error} onDismiss={() => setError(null)} />
+        <ErrorBanner error={error} onDismiss={dismiss} />
       </td>
       <td>
         {Object.entries(item.counts ?? {})
@@ -199,36 +190,20 @@ function ExportRow({ item, onChange }: { item: DatasetExport; onChange: () => vo
 }
 
 export function Exports() {
-  const projects = useApi<Page<Project>>("/api/projects/?page_size=200");
-  const usable = (projects.data?.results ?? []).filter((p) => ["engineer", "manager", "admin"].includes(String(p.my_role)));
   const [params, setParams] = useSearchParams();
-  const chosen = params.get("project") ?? "";
-  const project = usable.some((p) => String(p.id) === chosen) ? chosen : usable[0] ? String(usable[0].id) : "";
+  const { projects, readable, project } = useReadableProjects(params.get("project") ?? "");
   const list = useApi<Page<DatasetExport>>(project ? `/api/exports/?project=${project}&page_size=100` : null);
   const anyLive = (list.data?.results ?? []).some((e) => e.status === "queued" || e.status === "running");
   const { reload } = list;
-  useEffect(() => {
-    if (!anyLive) return;
-    const timer = window.setInterval(reload, 2000);
-    return () => window.clearInterval(timer);
-  }, [anyLive, reload]);
-  const selected = usable.find((p) => String(p.id) === project);
+  usePoll(reload, anyLive);
+  const selected = readable.find((p) => String(p.id) === project);
   return (
     <>
       <div className="form-row">
-        <label className="field">
-          Project
-          <select value={project} onChange={(e) => setParams({ project: e.target.value })}>
-            {usable.map((p) => (
-              <option key={p.id} value={p.id}>
-                {p.name}
-              </option>
-            ))}
-          </select>
-        </label>
+        <ProjectSelect projects={readable} value={project} onChange={(chosen) => setParams({ project: chosen })} />
       </div>
       <ErrorBanner error={projects.error} />
-      {projects.data && usable.length === 0 ? <p className="empty">You are not an engineer or manager of any project.</p> : null}
+      {projects.data && readable.length === 0 ? <p className="empty">You are not an engineer or manager of any project.</p> : null}
       {selected && (selected.my_role === "engineer" || selected.my_role === "admin") ? (
         <ExportForm project={project} onCreated={reload} />
       ) : null}

@@ -3,10 +3,9 @@
  * the error it failed with, cancel (engineers, while it is queued or running) and the model
  * version it registered. The job is read again every two seconds while it is live.
  */
-import { useState } from "react";
 import { Link, useParams } from "react-router-dom";
 import { api } from "../../api";
-import { Button, ErrorBanner, Loading, useApi, useMe, usePoll } from "../../ui";
+import { Button, ErrorBanner, Loading, useApi, useMe, usePoll, useSubmit } from "../../ui";
 import { LineChart } from "../../ui/svgCharts";
 import { when } from "../manager/format";
 import { JobStatus } from "./FineTuning";
@@ -60,7 +59,7 @@ export function FineTuneJobPage() {
   const { jobId = "" } = useParams();
   const me = useMe();
   const { data: job, error, reload } = useApi<FineTuneJob>(`/api/finetune-jobs/${jobId}/`);
-  const [failure, setFailure] = useState<unknown>(null);
+  const cancelling = useSubmit();
   const live = job ? LIVE_STATUSES.has(job.status) : false;
   usePoll(reload, live);
   if (error) return <ErrorBanner error={error} />;
@@ -68,13 +67,10 @@ export function FineTuneJobPage() {
   const mayCancel = live && !job.cancel_requested && mayManage(engineerProjects(me), job.project_ids);
   const cancel = async () => {
     if (!window.confirm(`Cancel fine-tuning job ${job.id}? A running job stops after its current step.`)) return;
-    setFailure(null);
-    try {
+    await cancelling.run(async () => {
       await api.post(`/api/finetune-jobs/${job.id}/cancel/`);
       reload();
-    } catch (cause) {
-      setFailure(cause);
-    }
+    });
   };
   return (
     <article aria-labelledby="job-heading">
@@ -84,7 +80,7 @@ export function FineTuneJobPage() {
       <h2 id="job-heading">
         Fine-tuning job #{job.id}: {job.name}
       </h2>
-      <ErrorBanner error={failure} onDismiss={() => setFailure(null)} />
+      <ErrorBanner error={cancelling.error} onDismiss={cancelling.dismiss} />
       <section className="card job-summary">
         <dl className="kv kv-wide">
           <div className="kv-row">

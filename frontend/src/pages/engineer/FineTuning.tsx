@@ -7,7 +7,7 @@
 import { useMemo, useState } from "react";
 import { Link, useNavigate } from "react-router-dom";
 import { api, type Page, type Project } from "../../api";
-import { Button, ErrorBanner, Loading, Table, useApi, useMe, usePoll } from "../../ui";
+import { Button, ErrorBanner, Loading, Table, useApi, useMe, usePoll, useSubmit } from "../../ui";
 import { when } from "../manager/format";
 import {
   LIVE_STATUSES,
@@ -100,8 +100,7 @@ function NewJobForm({ defaults }: { defaults: TrainingDefaults }) {
   const versions = useApi<Page<ModelVersion>>("/api/model-versions/?page_size=200");
   const [form, setForm] = useState<JobForm>(() => defaultForm(defaults.defaults, defaults.base_models[0]?.name ?? ""));
   const [problems, setProblems] = useState<Record<string, string>>({});
-  const [error, setError] = useState<unknown>(null);
-  const [busy, setBusy] = useState(false);
+  const { error, busy, dismiss, run } = useSubmit();
   const names = useMemo(() => new Map((projects.data?.results ?? []).map((p) => [p.id, p.name])), [projects.data]);
   const candidates = (exportsList.data?.results ?? []).filter(
     (e) => (e.kind === "sft" || e.kind === "dpo") && (allowed === "all" || allowed.has(e.project)),
@@ -111,30 +110,25 @@ function NewJobForm({ defaults }: { defaults: TrainingDefaults }) {
   const setHp = (change: Partial<JobForm["hp"]>) => setForm((old) => ({ ...old, hp: { ...old.hp, ...change } }));
   const toggle = (e: DatasetExport) =>
     set({ exports: form.exports.some((x) => x.id === e.id) ? form.exports.filter((x) => x.id !== e.id) : [...form.exports, e] });
-  const submit = async (event: React.FormEvent) => {
+  const submit = (event: React.FormEvent) => {
     event.preventDefault();
-    setError(null);
     const result = jobRequest(form);
     if ("problems" in result) {
+      dismiss();
       setProblems(result.problems);
       return;
     }
     setProblems({});
-    setBusy(true);
-    try {
+    void run(async () => {
       const job = await api.post<FineTuneJob>("/api/finetune-jobs/", result.body);
       navigate(`/engineer/finetune/${job.id}`);
-    } catch (cause) {
-      setError(cause);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
   const order = stageOrder(form.exports);
   return (
     <form className="card" onSubmit={submit} aria-labelledby="new-job" noValidate>
       <h2 id="new-job">New fine-tuning job</h2>
-      <ErrorBanner error={error ?? exportsList.error ?? versions.error} onDismiss={() => setError(null)} />
+      <ErrorBanner error={error ?? exportsList.error ?? versions.error} onDismiss={dismiss} />
       <fieldset aria-describedby="stages-help">
         <legend>Datasets (stages)</legend>
         <p className="meta" id="stages-help">

@@ -7,8 +7,8 @@
  */
 import { useEffect, useRef, useState } from "react";
 import { Link, useParams } from "react-router-dom";
-import { api, type Page, type Project } from "../../api";
-import { Button, ErrorBanner, Loading, useApi, useMe, usePoll } from "../../ui";
+import { api } from "../../api";
+import { Button, ErrorBanner, Loading, ProjectSelect, useApi, useMe, usePoll, useReadableProjects, useSubmit } from "../../ui";
 import { percent, when } from "../manager/format";
 import { ServingStatus } from "./ModelVersions";
 import { VersionComparison } from "./VersionComparison";
@@ -109,13 +109,11 @@ function EvaluationRow({ run, projects }: { run: Evaluation; projects: Map<numbe
 function Evaluations({ version, mayAct, onStarted }: { version: ModelVersion; mayAct: boolean; onStarted: () => void }) {
   const me = useMe();
   const allowed = engineerProjects(me);
-  const projectsList = useApi<Page<Project>>("/api/projects/?page_size=200");
-  const readable = (projectsList.data?.results ?? []).filter((p) => ["engineer", "manager", "admin"].includes(String(p.my_role)));
-  const names = new Map(readable.map((p) => [p.id, p.name]));
   const [project, setProject] = useState("");
-  const chosen = project || (readable[0] ? String(readable[0].id) : "");
+  const { readable, project: chosen } = useReadableProjects(project);
+  const names = new Map(readable.map((p) => [p.id, p.name]));
   const [tolerance, setTolerance] = useState("5");
-  const [failure, setFailure] = useState<unknown>(null);
+  const action = useSubmit();
   const runs = useApi<Evaluation[]>(`/api/model-versions/${version.id}/evaluations/`);
   const overview = useApi<ProjectVersions>(chosen ? `/api/projects/${chosen}/model-versions/` : null);
   const anyLive = (runs.data ?? []).some((r) => LIVE_STATUSES.has(r.status));
@@ -130,35 +128,20 @@ function Evaluations({ version, mayAct, onStarted }: { version: ModelVersion; ma
     seenFinished.current = finished;
   }, [finished, reloadOverview]);
   const mayEvaluate = mayAct && chosen !== "" && (allowed === "all" || allowed.has(Number(chosen)));
-  const start = async (event: React.FormEvent) => {
-    event.preventDefault();
-    setFailure(null);
-    try {
-      await api.post(`/api/model-versions/${version.id}/evaluations/`, {
-        project: Number(chosen),
-        tolerance: Number(tolerance) / 100,
-      });
-      runs.reload();
-      onStarted();
-    } catch (cause) {
-      setFailure(cause);
-    }
-  };
+  const start = action.onSubmit(async () => {
+    await api.post(`/api/model-versions/${version.id}/evaluations/`, {
+      project: Number(chosen),
+      tolerance: Number(tolerance) / 100,
+    });
+    runs.reload();
+    onStarted();
+  });
   const row = overview.data?.versions.find((v) => v.model_version === version.name);
   return (
     <section className="card" aria-labelledby="evaluations-heading">
       <h3 id="evaluations-heading">Offline evaluation</h3>
       <form className="form-row" onSubmit={start} aria-label="Start an evaluation">
-        <label className="field">
-          Project
-          <select value={chosen} onChange={(e) => setProject(e.target.value)}>
-            {readable.map((p) => (
-              <option key={p.id} value={p.id}>
-                {p.name}
-              </option>
-            ))}
-          </select>
-        </label>
+        <ProjectSelect projects={readable} value={chosen} onChange={setProject} />
         {mayAct ? (
           <>
             <label className="field">
@@ -171,7 +154,7 @@ function Evaluations({ version, mayAct, onStarted }: { version: ModelVersion; ma
           </>
         ) : null}
       </form>
-      <ErrorBanner error={failure ?? runs.error ?? overview.error} onDismiss={() => setFailure(null)} />
+      <ErrorBanner error={action.error ?? runs.error ?? overview.error} onDismiss={action.dismiss} />
       {overview.data ? (
         <p data-testid="live-vs-offline" className="live-vs-offline">
           In this project: live acceptance rate <strong>{row?.live ? percent(row.live.rate) : "—"}</strong>
@@ -216,26 +199,22 @@ export function ModelVersionPage() {
   const allowed = engineerProjects(me);
   const mayAct = allowed === "all" || allowed.size > 0;
   const { data: version, error, reload } = useApi<ModelVersion>(`/api/model-versions/${versionId}/`);
-  const [failure, setFailure] = useState<unknown>(null);
+  const serving = useSubmit();
   usePoll(reload, version?.serving_status === "loading");
   if (error) return <ErrorBanner error={error} />;
   if (!version) return <Loading />;
-  const serve = async () => {
-    setFailure(null);
-    try {
+  const serve = () =>
+    serving.run(async () => {
       await api.post(`/api/model-versions/${version.id}/serve/`);
       reload();
-    } catch (cause) {
-      setFailure(cause);
-    }
-  };
+    });
   return (
     <article aria-labelledby="version-heading">
       <p>
         <Link to="/engineer/models">← Model versions</Link>
       </p>
       <h2 id="version-heading">Model version {version.name}</h2>
-      <ErrorBanner error={failure} onDismiss={() => setFailure(null)} />
+      <ErrorBanner error={serving.error} onDismiss={serving.dismiss} />
       <section className="card">
         <dl className="kv kv-wide">
           <div className="kv-row">

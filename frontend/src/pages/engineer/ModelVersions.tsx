@@ -4,8 +4,8 @@
  * success rate. Read again while a version loads on its endpoint.
  */
 import { Link, useSearchParams } from "react-router-dom";
-import type { Page, Project } from "../../api";
-import { ErrorBanner, Loading, Table, useApi, usePoll } from "../../ui";
+import type { Page } from "../../api";
+import { ErrorBanner, Loading, ProjectSelect, Table, useApi, usePoll, useReadableProjects } from "../../ui";
 import { percent, when } from "../manager/format";
 import { VersionComparison } from "./VersionComparison";
 import type { ModelVersion, ProjectVersions } from "./finetune";
@@ -26,11 +26,8 @@ function latestSuccess(version: ModelVersion): string {
 
 export function ModelVersions() {
   const versions = useApi<Page<ModelVersion>>("/api/model-versions/?page_size=200");
-  const projects = useApi<Page<Project>>("/api/projects/?page_size=200");
-  const readable = (projects.data?.results ?? []).filter((p) => ["engineer", "manager", "admin"].includes(String(p.my_role)));
   const [params, setParams] = useSearchParams();
-  const chosen = params.get("project") ?? "";
-  const project = readable.some((p) => String(p.id) === chosen) ? chosen : readable[0] ? String(readable[0].id) : "";
+  const { projects, readable, project } = useReadableProjects(params.get("project") ?? "");
   const overview = useApi<ProjectVersions>(project ? `/api/projects/${project}/model-versions/` : null);
   const loading = (versions.data?.results ?? []).some((v) => v.serving_status === "loading");
   usePoll(versions.reload, loading);
@@ -61,16 +58,7 @@ export function ModelVersions() {
       <section className="card" aria-labelledby="compare-heading">
         <div className="range-form">
           <h2 id="compare-heading">Live and offline, per project</h2>
-          <label className="field">
-            Project
-            <select value={project} onChange={(e) => setParams({ project: e.target.value })}>
-              {readable.map((p) => (
-                <option key={p.id} value={p.id}>
-                  {p.name}
-                </option>
-              ))}
-            </select>
-          </label>
+          <ProjectSelect projects={readable} value={project} onChange={(chosen) => setParams({ project: chosen })} />
         </div>
         <ErrorBanner error={projects.error ?? overview.error} />
         {overview.data ? (

@@ -2,7 +2,7 @@
  * when each was last used, revoke. */
 import { useState } from "react";
 import { api, type Page } from "../../api";
-import { Button, ErrorBanner, Loading, Table, useApi } from "../../ui";
+import { Button, ErrorBanner, Loading, Table, toggled, useApi, useSubmit } from "../../ui";
 import { when } from "../manager/format";
 
 const RESOURCES = ["projects", "tasks", "episodes", "datasets", "models"];
@@ -26,34 +26,19 @@ export function Tokens() {
   const [days, setDays] = useState(90);
   const [scopes, setScopes] = useState<Set<string>>(new Set(["datasets:read"]));
   const [fresh, setFresh] = useState<Token | null>(null);
-  const [failure, setFailure] = useState<unknown>(null);
-  const toggle = (scope: string) =>
-    setScopes((old) => {
-      const next = new Set(old);
-      if (next.has(scope)) next.delete(scope);
-      else next.add(scope);
-      return next;
-    });
-  const create = async (event: React.FormEvent) => {
-    event.preventDefault();
-    setFailure(null);
-    try {
-      setFresh(await api.post<Token>("/api/tokens/", { name, days, scopes: [...scopes] }));
-      setName("");
-      reload();
-    } catch (cause) {
-      setFailure(cause);
-    }
-  };
-  const revoke = async (token: Token) => {
+  const action = useSubmit();
+  const toggle = (scope: string) => setScopes((old) => toggled(old, scope));
+  const create = action.onSubmit(async () => {
+    setFresh(await api.post<Token>("/api/tokens/", { name, days, scopes: [...scopes] }));
+    setName("");
+    reload();
+  });
+  const revoke = (token: Token) => {
     if (!window.confirm(`Revoke the token “${token.name}”? Programs using it will be refused.`)) return;
-    setFailure(null);
-    try {
+    void action.run(async () => {
       await api.del(`/api/tokens/${token.id}/`);
       reload();
-    } catch (cause) {
-      setFailure(cause);
-    }
+    });
   };
   return (
     <>
@@ -103,7 +88,7 @@ export function Tokens() {
           <Button onClick={() => setFresh(null)}>I have stored it</Button>
         </div>
       ) : null}
-      <ErrorBanner error={failure ?? error} onDismiss={() => setFailure(null)} />
+      <ErrorBanner error={action.error ?? error} onDismiss={action.dismiss} />
       {loading && !data ? <Loading /> : null}
       {data ? (
         <Table

@@ -1,6 +1,6 @@
 /** The progress board: a column per task status with its count and latest tasks. */
 import { Link } from "react-router-dom";
-import { ErrorBanner, Loading, useApi } from "../../ui";
+import { Button, ErrorBanner, Loading, useApi } from "../../ui";
 import { STATUS_LABEL, when } from "./format";
 import type { Board } from "./types";
 
@@ -10,9 +10,9 @@ export function ProgressBoard({ projectId }: { projectId: string }) {
     <section aria-labelledby="board-heading">
       <div className="form-row">
         <h2 id="board-heading">Progress board {data ? `(${data.total} tasks)` : null}</h2>
-        <button type="button" className="btn" onClick={reload} disabled={loading}>
+        <Button onClick={reload} disabled={loading}>
           Refresh
-        </button>
+        </Button>
       </div>
       <ErrorBanner error={error} />
       {!data ? <Loading /> : null}

@@ -7,7 +7,7 @@
 import { useEffect, useState } from "react";
 import { Link, useParams } from "react-router-dom";
 import { api } from "../../api";
-import { Button, ErrorBanner, Loading, useApi } from "../../ui";
+import { Button, ErrorBanner, Loading, useApi, usePoll, useSubmit } from "../../ui";
 import { DECISION_LABEL, seconds, when } from "./format";
 import { LiveView } from "./LiveView";
 import { proposalOf } from "./proposal";
@@ -161,29 +161,19 @@ function ReviewForm({ episode, onDone }: { episode: Episode; onDone: () => void 
   const [verdict, setVerdict] = useState<"accepted" | "rejected">("accepted");
   const [firstWrong, setFirstWrong] = useState<string>("");
   const [comment, setComment] = useState("");
-  const [error, setError] = useState<unknown>(null);
-  const [busy, setBusy] = useState(false);
-  const submit = async (event: React.FormEvent) => {
-    event.preventDefault();
-    setBusy(true);
-    setError(null);
-    try {
-      await api.post<Review>(`/api/episodes/${episode.id}/reviews/`, {
-        verdict,
-        first_wrong_step: verdict === "rejected" && firstWrong ? Number(firstWrong) : null,
-        comment,
-      });
-      onDone();
-    } catch (cause) {
-      setError(cause);
-    } finally {
-      setBusy(false);
-    }
-  };
+  const { error, busy, dismiss, onSubmit } = useSubmit();
+  const submit = onSubmit(async () => {
+    await api.post<Review>(`/api/episodes/${episode.id}/reviews/`, {
+      verdict,
+      first_wrong_step: verdict === "rejected" && firstWrong ? Number(firstWrong) : null,
+      comment,
+    });
+    onDone();
+  });
   return (
     <form className="card review-form" onSubmit={submit} aria-labelledby="review-heading">
       <h2 id="review-heading">Review</h2>
-      <ErrorBanner error={error} onDismiss={() => setError(null)} />
+      <ErrorBanner error={error} onDismiss={dismiss} />
       <fieldset>
         <legend>Verdict</legend>
         <label>
@@ -230,12 +220,8 @@ export function EpisodeViewer({ backTo, backLabel }: { backTo: string; backLabel
     }
   }, [episode, selected]);
   const running = episode !== null && episode.ended_at === null;
-  useEffect(() => {
-    // A running episode gains steps while it is watched: read it again every few seconds.
-    if (!running) return;
-    const timer = window.setInterval(reload, 5000);
-    return () => window.clearInterval(timer);
-  }, [running, reload]);
+  // A running episode gains steps while it is watched: read it again every few seconds.
+  usePoll(reload, running, 5000);
   useEffect(() => {
     // ← and → walk through the steps, unless the reviewer is typing.
     const onKey = (event: KeyboardEvent) => {

@@ -2,7 +2,7 @@
 import { useState } from "react";
 import { Link } from "react-router-dom";
 import type { Page } from "../../api";
-import { Button, ErrorBanner, Loading, Table, useApi } from "../../ui";
+import { Button, ErrorBanner, Loading, Pager, Table, useApi } from "../../ui";
 import { when } from "./format";
 import type { EpisodeSummary } from "./types";
 
@@ -51,17 +51,7 @@ export function EpisodeList({ projectId }: { projectId: string }) {
           ]}
         />
       ) : null}
-      {data && (data.next || data.previous) ? (
-        <div className="form-row">
-          <Button disabled={!data.previous} onClick={() => setPage((p) => p - 1)}>
-            Previous page
-          </Button>
-          <span>Page {page}</span>
-          <Button disabled={!data.next} onClick={() => setPage((p) => p + 1)}>
-            Next page
-          </Button>
-        </div>
-      ) : null}
+      <Pager page={page} data={data} onChange={setPage} />
     </section>
   );
 }

@@ -7,7 +7,7 @@
 import { useEffect, useState } from "react";
 import { Link } from "react-router-dom";
 import { api, type Page } from "../../api";
-import { Button, ErrorBanner, Loading, useApi } from "../../ui";
+import { Button, ErrorBanner, Loading, useApi, useSubmit } from "../../ui";
 import { VersionComparison } from "../engineer/VersionComparison";
 import type { ModelVersion, ProjectVersions } from "../engineer/finetune";
 
@@ -17,7 +17,7 @@ export function ProjectModels({ projectId, manages }: { projectId: string; manag
   const [a, setA] = useState("");
   const [b, setB] = useState("");
   const [share, setShare] = useState("50");
-  const [error, setError] = useState<unknown>(null);
+  const { error, dismiss, onSubmit } = useSubmit();
   const [saved, setSaved] = useState(false);
   const current = overview.data;
   useEffect(() => {
@@ -26,24 +26,22 @@ export function ProjectModels({ projectId, manages }: { projectId: string; manag
     setB(current.version_b ?? "");
     if (current.version_b) setShare(String(Math.round(current.version_b_share * 100)));
   }, [current]);
-  const save = async (event: React.FormEvent) => {
-    event.preventDefault();
-    setError(null);
+  const save = onSubmit(async () => {
     setSaved(false);
-    try {
-      await api.put(`/api/projects/${projectId}/model-versions/`, {
-        model_version: a || null,
-        version_b: b || null,
-        version_b_share: b ? Number(share) / 100 : 0,
-      });
-      setSaved(true);
-      overview.reload();
-    } catch (cause) {
-      setError(cause);
-    }
-  };
+    await api.put(`/api/projects/${projectId}/model-versions/`, {
+      model_version: a || null,
+      version_b: b || null,
+      version_b_share: b ? Number(share) / 100 : 0,
+    });
+    setSaved(true);
+    overview.reload();
+  });
   const options = versions.data?.results ?? [];
-  const label = (v: ModelVersion) => `${v.name} (${v.serving_status})`;
+  const versionOptions = options.map((v) => (
+    <option key={v.id} value={v.name}>
+      {`${v.name} (${v.serving_status})`}
+    </option>
+  ));
   return (
     <section aria-labelledby="models-heading">
       <h2 id="models-heading">Model versions</h2>
@@ -56,28 +54,20 @@ export function ProjectModels({ projectId, manages }: { projectId: string; manag
             Only a version its endpoint serves can be chosen. Version B takes its share of the new episodes, chosen from the episode id;
             every proposal records its version, so the acceptance chart compares them.
           </p>
-          <ErrorBanner error={error} onDismiss={() => setError(null)} />
+          <ErrorBanner error={error} onDismiss={dismiss} />
           <div className="form-row">
             <label className="field">
               Version A
               <select value={a} onChange={(e) => setA(e.target.value)}>
                 <option value="">The project&apos;s own model settings</option>
-                {options.map((v) => (
-                  <option key={v.id} value={v.name}>
-                    {label(v)}
-                  </option>
-                ))}
+                {versionOptions}
               </select>
             </label>
             <label className="field">
               Version B (optional)
               <select value={b} onChange={(e) => setB(e.target.value)}>
                 <option value="">No A/B split</option>
-                {options.map((v) => (
-                  <option key={v.id} value={v.name}>
-                    {label(v)}
-                  </option>
-                ))}
+                {versionOptions}
               </select>
             </label>
             <label className="field">

@@ -2,31 +2,21 @@
 import { useState } from "react";
 import { Link, useNavigate } from "react-router-dom";
 import { api, type Page, type Project } from "../../api";
-import { Button, ErrorBanner, Loading, Table, useApi, useMe } from "../../ui";
+import { Button, ErrorBanner, Loading, Table, useApi, useMe, useSubmit } from "../../ui";
 import "./manager.css";
 
 function CreateProject({ onCreated }: { onCreated: (p: Project) => void }) {
   const [name, setName] = useState("");
   const [platform, setPlatform] = useState("desktop");
   const [description, setDescription] = useState("");
-  const [error, setError] = useState<unknown>(null);
-  const [busy, setBusy] = useState(false);
-  const submit = async (event: React.FormEvent) => {
-    event.preventDefault();
-    setBusy(true);
-    setError(null);
-    try {
-      onCreated(await api.post<Project>("/api/projects/", { name, platform, description }));
-    } catch (cause) {
-      setError(cause);
-    } finally {
-      setBusy(false);
-    }
-  };
+  const { error, busy, dismiss, onSubmit } = useSubmit();
+  const submit = onSubmit(async () => {
+    onCreated(await api.post<Project>("/api/projects/", { name, platform, description }));
+  });
   return (
     <form className="card" onSubmit={submit} aria-labelledby="create-project">
       <h2 id="create-project">New project</h2>
-      <ErrorBanner error={error} onDismiss={() => setError(null)} />
+      <ErrorBanner error={error} onDismiss={dismiss} />
       <div className="form-row">
         <label className="field">
           Name

@@ -4,7 +4,7 @@
  */
 import { useRef, useState } from "react";
 import { api, ApiError, type Page } from "../../api";
-import { Button, ErrorBanner, Loading, useApi } from "../../ui";
+import { Button, ErrorBanner, Loading, Pager, toggled, useApi, useSubmit } from "../../ui";
 import { STATUS_LABEL, when } from "./format";
 import type { MembershipRow, Task } from "./types";
 
@@ -16,26 +16,19 @@ interface RowError {
 
 function ImportForm({ projectId, onImported }: { projectId: string; onImported: () => void }) {
   const file = useRef<HTMLInputElement>(null);
-  const [error, setError] = useState<unknown>(null);
   const [report, setReport] = useState<Record<string, unknown> | null>(null);
-  const [busy, setBusy] = useState(false);
-  const submit = async (event: React.FormEvent) => {
+  const { error, busy, dismiss, run } = useSubmit();
+  const submit = (event: React.FormEvent) => {
     event.preventDefault();
     const chosen = file.current?.files?.[0];
     if (!chosen) return;
     const form = new FormData();
     form.append("file", chosen);
-    setBusy(true);
-    setError(null);
     setReport(null);
-    try {
+    void run(async () => {
       setReport(await api.post<Record<string, unknown>>(`/api/projects/${projectId}/import/`, form));
       onImported();
-    } catch (cause) {
-      setError(cause);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
   const rowErrors =
     error instanceof ApiError ? ((error.details as { errors?: RowError[] } | null)?.errors ?? null) : null;
@@ -61,7 +54,7 @@ function ImportForm({ projectId, onImported }: { projectId: string; onImported: 
           {String(report.unchanged)} unchanged.
         </p>
       ) : null}
-      {error && !rowErrors ? <ErrorBanner error={error} onDismiss={() => setError(null)} /> : null}
+      {error && !rowErrors ? <ErrorBanner error={error} onDismiss={dismiss} /> : null}
       {rowErrors ? (
         <div role="alert" className="error-banner" data-testid="import-errors">
           <strong>{(error as ApiError).message}</strong>
@@ -106,20 +99,13 @@ export function TaskManager({ projectId }: { projectId: string }) {
   const [selected, setSelected] = useState<Set<number>>(new Set());
   const [assignee, setAssignee] = useState("");
   const [message, setMessage] = useState<string | null>(null);
-  const [error, setError] = useState<unknown>(null);
+  const action = useSubmit();
   const rows = tasks.data?.results ?? [];
-  const toggle = (id: number) =>
-    setSelected((old) => {
-      const next = new Set(old);
-      if (next.has(id)) next.delete(id);
-      else next.add(id);
-      return next;
-    });
+  const toggle = (id: number) => setSelected((old) => toggled(old, id));
   const allOnPage = rows.length > 0 && rows.every((t) => selected.has(t.id));
-  const run = async (what: "assign" | "unassign") => {
-    setError(null);
+  const run = (what: "assign" | "unassign") => {
     setMessage(null);
-    try {
+    void action.run(async () => {
       const body = what === "assign" ? { task_ids: [...selected], assignee } : { task_ids: [...selected] };
       const result = await api.post<Record<string, unknown>>(`/api/projects/${projectId}/${what}/`, body);
       setMessage(
@@ -129,9 +115,7 @@ export function TaskManager({ projectId }: { projectId: string }) {
       );
       setSelected(new Set());
       tasks.reload();
-    } catch (cause) {
-      setError(cause);
-    }
+    });
   };
   return (
     <>
@@ -191,7 +175,7 @@ export function TaskManager({ projectId }: { projectId: string }) {
             {message}
           </p>
         ) : null}
-        <ErrorBanner error={error ?? tasks.error ?? members.error} onDismiss={() => setError(null)} />
+        <ErrorBanner error={action.error ?? tasks.error ?? members.error} onDismiss={action.dismiss} />
         {tasks.loading && !tasks.data ? <Loading /> : null}
         {rows.length === 0 && tasks.data ? <p className="empty">No tasks match.</p> : null}
         {rows.length > 0 ? (
@@ -242,17 +226,7 @@ export function TaskManager({ projectId }: { projectId: string }) {
             </tbody>
           </table>
         ) : null}
-        {tasks.data && (tasks.data.next || tasks.data.previous) ? (
-          <div className="form-row">
-            <Button disabled={!tasks.data.previous} onClick={() => setPage((p) => p - 1)}>
-              Previous page
-            </Button>
-            <span>Page {page}</span>
-            <Button disabled={!tasks.data.next} onClick={() => setPage((p) => p + 1)}>
-              Next page
-            </Button>
-          </div>
-        ) : null}
+        <Pager page={page} data={tasks.data} onChange={setPage} />
       </section>
     </>
   );

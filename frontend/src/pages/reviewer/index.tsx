@@ -3,7 +3,7 @@
 import { useState } from "react";
 import { Link, Route, Routes } from "react-router-dom";
 import type { Page } from "../../api";
-import { Button, ErrorBanner, Loading, Table, useApi, useMe } from "../../ui";
+import { Button, ErrorBanner, Loading, ProjectSelect, Table, useApi, useMe } from "../../ui";
 import { EpisodeViewer } from "../manager/EpisodeViewer";
 import { when } from "../manager/format";
 import type { EpisodeSummary } from "../manager/types";
@@ -20,17 +20,12 @@ function ReviewQueue() {
     <>
       <h1>Review queue</h1>
       <div className="form-row">
-        <label className="field">
-          Project
-          <select value={project} onChange={(e) => setProject(e.target.value)}>
-            <option value="">All my projects</option>
-            {reviewed.map((m) => (
-              <option key={m.project} value={m.project}>
-                {m.project_name}
-              </option>
-            ))}
-          </select>
-        </label>
+        <ProjectSelect
+          projects={reviewed.map((m) => ({ id: m.project, name: m.project_name }))}
+          value={project}
+          onChange={setProject}
+          anyLabel="All my projects"
+        />
         <Button onClick={reload} disabled={loading}>
           Refresh
         </Button>
