@@ -1,9 +1,13 @@
 """Shared fixtures: users with roles, projects, API clients signed in by session or by token."""
 
+import functools
 import os
+import socket
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 from rest_framework.test import APIClient
 
 from annotation.models import Membership, Project
@@ -19,11 +23,37 @@ def fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+DISPLAY_BLOCKS, DISPLAY_BLOCK = 40, 25
+
+
+def display_in_use(display: int) -> bool:
+    """An X server or a desktop agent (its control port follows the display) holds it."""
+    if Path(f"/tmp/.X{display}-lock").exists() or Path(f"/tmp/.X11-unix/X{display}").exists():
+        return True
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", settings.TANDEM_CONTROL_PORT_BASE + display)) == 0
+
+
+@functools.cache
+def free_display_block() -> tuple[int, int]:
+    """A block of 25 displays (from 400 up, apart from a running demo's) that no X server holds.
+
+    Test runs started side by side take different blocks (chosen from the pid), and a block
+    where a desktop left by a killed run still holds a display is passed over.
+    """
+    start = os.getpid() % DISPLAY_BLOCKS
+    for offset in range(DISPLAY_BLOCKS):
+        base = 400 + ((start + offset) % DISPLAY_BLOCKS) * DISPLAY_BLOCK
+        block = range(base, base + DISPLAY_BLOCK)
+        if not any(display_in_use(display) for display in block):
+            return base, base + DISPLAY_BLOCK - 1
+    raise RuntimeError("every test display block is held by a running X server")
+
+
 @pytest.fixture(autouse=True)
 def desktop_settings(settings, tmp_path_factory):
-    """Test desktops use their own displays (apart from a running demo's) and files."""
-    base = 400 + (os.getpid() % 40) * 25
-    settings.TANDEM_DISPLAY_RANGE = (base, base + 24)
+    """Test desktops use their own displays and files."""
+    settings.TANDEM_DISPLAY_RANGE = free_display_block()
     settings.TANDEM_DESKTOP_ROOT = tmp_path_factory.getbasetemp() / "desktops"
 
 
