@@ -9,7 +9,7 @@ export function ProgressBoard({ projectId }: { projectId: string }) {
   return (
     <section aria-labelledby="board-heading">
       <div className="form-row">
-        <h2 id="board-heading">Progress board {data ? `(${data.total} tasks)` : null}</h2>
+        <h2 id="board-heading">Progress board {data ? `(${data.total} ${data.total === 1 ? "task" : "tasks"})` : null}</h2>
         <Button onClick={reload} disabled={loading}>
           Refresh
         </Button>
