@@ -3,7 +3,9 @@
 This module is the only definition of the action space. The model's parser, the desktop
 controller, the annotator's workspace, the step records and the dataset exports all import it;
 none of them keeps its own list of action types, arguments or key names. It is plain typed data
-with no Django in it.
+with no Django in it. Its vocabulary (types, platforms, key names) is written in
+``vm_pool.action_space`` and the pieces of UI-TARS text in ``vm_pool.action_text``; both are
+imported from here.
 
 The space is UI-TARS's unified one (click, left_double, right_single, drag, scroll, type,
 hotkey, wait, finished, call_user, and on Android long_press, open_app, press_home, press_back).
@@ -31,147 +33,41 @@ Two serialisations, both round-tripping exactly:
 
 from __future__ import annotations
 
-import re
-import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal
-from enum import StrEnum
 from typing import Any
 
-
-class InvalidAction(ValueError):
-    """An action that is malformed, unparseable, off the screen or not allowed on the platform."""
-
-
-@dataclass(frozen=True)
-class Point:
-    x: int
-    y: int
-
-
-@dataclass(frozen=True)
-class ScreenSize:
-    width: int
-    height: int
-
-    def contains(self, point: Point) -> bool:
-        return 0 <= point.x < self.width and 0 <= point.y < self.height
-
-
-class ActionType(StrEnum):
-    CLICK = "click"
-    LEFT_DOUBLE = "left_double"
-    RIGHT_SINGLE = "right_single"
-    DRAG = "drag"
-    SCROLL = "scroll"
-    TYPE = "type"
-    HOTKEY = "hotkey"
-    WAIT = "wait"
-    FINISHED = "finished"
-    CALL_USER = "call_user"
-    LONG_PRESS = "long_press"
-    OPEN_APP = "open_app"
-    PRESS_HOME = "press_home"
-    PRESS_BACK = "press_back"
-
-
-class Direction(StrEnum):
-    UP = "up"
-    DOWN = "down"
-    LEFT = "left"
-    RIGHT = "right"
-
-
-class Platform(StrEnum):
-    DESKTOP = "desktop"
-    WEB = "web"
-    ANDROID = "android"
-
-
-_COMMON = frozenset(
-    {
-        ActionType.CLICK,
-        ActionType.DRAG,
-        ActionType.SCROLL,
-        ActionType.TYPE,
-        ActionType.WAIT,
-        ActionType.FINISHED,
-        ActionType.CALL_USER,
-    }
+from vm_pool.action_space import (
+    ALLOWED_ACTIONS,
+    ARGUMENTS,
+    DEFAULT_SCROLL_AMOUNT,
+    KEY_ALIASES,
+    KEY_NAMES,
+    ActionType,
+    Direction,
+    InvalidAction,
+    Platform,
+    Point,
+    ScreenSize,
+    excerpt,
+    parse_action_type,
 )
-_DESKTOP = _COMMON | {ActionType.LEFT_DOUBLE, ActionType.RIGHT_SINGLE, ActionType.HOTKEY}
-_ANDROID = _COMMON | {
-    ActionType.LONG_PRESS,
-    ActionType.OPEN_APP,
-    ActionType.PRESS_HOME,
-    ActionType.PRESS_BACK,
-}
+from vm_pool.action_text import TEXT_ARGUMENTS, parse_call, quote, text_value, write_point
 
-ALLOWED_ACTIONS: Mapping[Platform, frozenset[ActionType]] = {
-    Platform.DESKTOP: _DESKTOP,
-    Platform.WEB: _DESKTOP,
-    Platform.ANDROID: _ANDROID,
-}
-
-# The arguments each type needs; any other argument is refused.
-ARGUMENTS: Mapping[ActionType, tuple[str, ...]] = {
-    ActionType.CLICK: ("point",),
-    ActionType.LEFT_DOUBLE: ("point",),
-    ActionType.RIGHT_SINGLE: ("point",),
-    ActionType.DRAG: ("point", "end"),
-    ActionType.SCROLL: ("point", "direction", "amount"),
-    ActionType.TYPE: ("content",),
-    ActionType.HOTKEY: ("keys",),
-    ActionType.WAIT: (),
-    ActionType.FINISHED: ("content",),
-    ActionType.CALL_USER: (),
-    ActionType.LONG_PRESS: ("point",),
-    ActionType.OPEN_APP: ("app",),
-    ActionType.PRESS_HOME: (),
-    ActionType.PRESS_BACK: (),
-}
-
-DEFAULT_SCROLL_AMOUNT = 5
-
-_PUNCTUATION_NAMES = {
-    "minus",
-    "plus",
-    "equal",
-    "comma",
-    "period",
-    "slash",
-    "backslash",
-    "semicolon",
-    "apostrophe",
-    "grave",
-    "bracketleft",
-    "bracketright",
-}
-KEY_NAMES: frozenset[str] = frozenset(
-    set(string.ascii_lowercase)
-    | set(string.digits)
-    | set(string.punctuation)
-    | {f"f{n}" for n in range(1, 25)}
-    | {"ctrl", "alt", "shift", "super"}
-    | {"enter", "esc", "tab", "space", "backspace", "delete", "insert"}
-    | {"home", "end", "pageup", "pagedown", "up", "down", "left", "right"}
-    | {"capslock", "printscreen"}
-    | _PUNCTUATION_NAMES
-)
-# Other spellings of a key, rewritten to the name in KEY_NAMES when an Action is built.
-KEY_ALIASES: Mapping[str, str] = {
-    "meta": "super",
-    "win": "super",
-    "cmd": "super",
-    "control": "ctrl",
-    "return": "enter",
-    "escape": "esc",
-    "arrowup": "up",
-    "arrowdown": "down",
-    "arrowleft": "left",
-    "arrowright": "right",
-}
+__all__ = [
+    "ALLOWED_ACTIONS",
+    "ARGUMENTS",
+    "DEFAULT_SCROLL_AMOUNT",
+    "KEY_ALIASES",
+    "KEY_NAMES",
+    "Action",
+    "ActionType",
+    "Direction",
+    "InvalidAction",
+    "Platform",
+    "Point",
+    "ScreenSize",
+]
 
 # How each argument is named in messages: its JSON name, and its UI-TARS name where different.
 _LABELS = {
@@ -205,7 +101,9 @@ class Action:
     app: str | None = None
 
     def __post_init__(self) -> None:
-        action_type = self.type if isinstance(self.type, ActionType) else _action_type(self.type)
+        action_type = (
+            self.type if isinstance(self.type, ActionType) else parse_action_type(self.type)
+        )
         object.__setattr__(self, "type", action_type)
         if action_type is ActionType.SCROLL and self.amount is None:
             object.__setattr__(self, "amount", DEFAULT_SCROLL_AMOUNT)
@@ -229,7 +127,7 @@ class Action:
                 object.__setattr__(self, "direction", Direction(self.direction.lower()))
             except ValueError:
                 raise InvalidAction(
-                    f"unknown scroll direction {_excerpt(self.direction)}"
+                    f"unknown scroll direction {excerpt(self.direction)}"
                     " (expected up, down, left, right)"
                 ) from None
         if self.amount is not None and (
@@ -290,7 +188,7 @@ class Action:
             raise InvalidAction(f"unknown key(s) in action: {', '.join(unknown)}")
         if not isinstance(data.get("type"), str):
             raise InvalidAction("action 'type' must be a string")
-        action_type = _action_type(data["type"])
+        action_type = parse_action_type(data["type"])
         values: dict[str, Any] = {}
         for name in ("point", "end"):
             if name in data:
@@ -316,7 +214,7 @@ class Action:
     def to_text(self, point_text: Callable[[Point], str] | None = None) -> str:
         """The action as UI-TARS-1.5 writes it, in screen pixels. ``point_text``, when given,
         writes each point instead of ``(x,y)``: a model's coordinates, with box tokens."""
-        write = point_text or _point_text
+        write = point_text or write_point
         arguments: list[str] = []
         if self.point is not None:
             arguments.append(f"start_box='{write(self.point)}'")
@@ -327,11 +225,11 @@ class Action:
         if self.amount is not None and self.amount != DEFAULT_SCROLL_AMOUNT:
             arguments.append(f"amount='{self.amount}'")
         if self.keys is not None:
-            arguments.append(f"key={_quote(' '.join(self.keys))}")
+            arguments.append(f"key={quote(' '.join(self.keys))}")
         if self.content is not None:
-            arguments.append(f"content={_quote(self.content)}")
+            arguments.append(f"content={quote(self.content)}")
         if self.app is not None:
-            arguments.append(f"app_name={_quote(self.app)}")
+            arguments.append(f"app_name={quote(self.app)}")
         return f"{self.type}({', '.join(arguments)})"
 
     @classmethod
@@ -345,25 +243,18 @@ class Action:
         ``[x1, y1, x2, y2]`` (their centre), ``<point>x y</point>`` and ``<bbox>…</bbox>``, and
         ``point=``/``start_point=``/``end_point=`` for the box arguments.
         """
-        action_type, arguments = _parse_call(text)
+        action_type, arguments = parse_call(text)
         values: dict[str, Any] = {}
         for argument, raw in arguments.items():
-            field = _TEXT_ARGUMENTS.get(argument)
+            field = TEXT_ARGUMENTS.get(argument)
             if field is None:
-                raise InvalidAction(f"{action_type}() has an unknown argument {_excerpt(argument)}")
+                raise InvalidAction(f"{action_type}() has an unknown argument {excerpt(argument)}")
             if field in values:
                 raise InvalidAction(f"{action_type}() gives {_LABELS[field]} twice")
-            values[field] = _text_value(field, raw)
+            values[field] = text_value(field, raw)
         action = cls(action_type, **values)
         action.validate(platform, screen)
         return action
-
-
-def _action_type(value: str) -> ActionType:
-    try:
-        return ActionType(value)
-    except ValueError:
-        raise InvalidAction(f"unknown action type {_excerpt(value)}") from None
 
 
 def _normalise_keys(keys: tuple[str, ...] | list[str]) -> tuple[str, ...]:
@@ -376,7 +267,7 @@ def _normalise_keys(keys: tuple[str, ...] | list[str]) -> tuple[str, ...]:
         name = key.strip().lower()
         name = KEY_ALIASES.get(name, name)
         if name not in KEY_NAMES:
-            raise InvalidAction(f"unknown key name {_excerpt(key)} in hotkey")
+            raise InvalidAction(f"unknown key name {excerpt(key)} in hotkey")
         normalised.append(name)
     return tuple(normalised)
 
@@ -389,160 +280,3 @@ def _json_point(name: str, value: Any) -> Point:
     ):
         raise InvalidAction(f"{name} must be [x, y] with two integers")
     return Point(value[0], value[1])
-
-
-# --- UI-TARS text -------------------------------------------------------------------------
-
-_TEXT_ARGUMENTS = {
-    "start_box": "point",
-    "point": "point",
-    "start_point": "point",
-    "end_box": "end",
-    "end_point": "end",
-    "direction": "direction",
-    "amount": "amount",
-    "content": "content",
-    "key": "keys",
-    "app_name": "app",
-}
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"'}
-# Digit runs are bounded so that absurd text is refused rather than turned into huge integers.
-_NUMBER = r"-?\d{1,9}(?:\.\d{1,9})?"
-# A point or a box, in any of the wrappings models write; box tokens are removed first.
-_POINT = re.compile(
-    rf"""\s*(?:
-        \(\s*(?P<paren>{_NUMBER}(?:\s*,\s*{_NUMBER})*)\s*\)
-      | \[\s*(?P<bracket>{_NUMBER}(?:\s*,\s*{_NUMBER})*)\s*\]
-      | <point>\s*(?P<point>{_NUMBER}(?:[\s,]+{_NUMBER})*)\s*</point>
-      | <bbox>\s*(?P<bbox>{_NUMBER}(?:[\s,]+{_NUMBER})*)\s*</bbox>
-    )\s*""",
-    re.VERBOSE,
-)
-
-
-def _point_text(point: Point) -> str:
-    return f"({point.x},{point.y})"
-
-
-def _quote(value: str) -> str:
-    escaped = value.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n")
-    return f"'{escaped}'"
-
-
-def _parse_call(text: str) -> tuple[ActionType, dict[str, str]]:
-    """Split ``name(arg='value', …)`` into the action type and its raw string arguments."""
-    if not isinstance(text, str):
-        raise InvalidAction("action text must be a string")
-    pos = _skip_space(text, 0)
-    match = _NAME.match(text, pos)
-    if match is None:
-        raise InvalidAction("not an action call: expected name(argument='value', ...)")
-    name = match.group()
-    pos = _skip_space(text, match.end())
-    if not text.startswith("(", pos):
-        raise InvalidAction(f"not an action call: expected '(' after {name!r}")
-    action_type = _action_type(name)
-    pos = _skip_space(text, pos + 1)
-    arguments: dict[str, str] = {}
-    while not text.startswith(")", pos):
-        match = _NAME.match(text, pos)
-        if match is None:
-            raise InvalidAction(f"{name}(): expected an argument name at {_where(text, pos)}")
-        argument = match.group()
-        pos = _skip_space(text, match.end())
-        if not text.startswith("=", pos):
-            raise InvalidAction(f"{name}(): expected '=' after {argument!r}")
-        value, pos = _read_string(text, _skip_space(text, pos + 1), f"{name}() {argument}")
-        if argument in arguments:
-            raise InvalidAction(f"{name}() gives {argument!r} twice")
-        arguments[argument] = value
-        pos = _skip_space(text, pos)
-        if text.startswith(",", pos):
-            pos = _skip_space(text, pos + 1)
-        elif not text.startswith(")", pos):
-            raise InvalidAction(f"{name}(): expected ',' or ')' at {_where(text, pos)}")
-    pos = _skip_space(text, pos + 1)
-    if pos != len(text):
-        raise InvalidAction(f"unexpected text after the action call at {_where(text, pos)}")
-    return action_type, arguments
-
-
-def _read_string(text: str, pos: int, what: str) -> tuple[str, int]:
-    """Read a quoted string at ``pos``; return its value and the position after it.
-
-    A quote closes the string only when a ``,`` or ``)`` follows it, so an unescaped quote
-    inside typed text (``type(content='it's')``, which models do write) stays part of it.
-    """
-    quote = text[pos : pos + 1]
-    if quote not in ("'", '"'):
-        raise InvalidAction(f"{what} must be a quoted string ({_where(text, pos)})")
-    chars: list[str] = []
-    pos += 1
-    while pos < len(text):
-        char = text[pos]
-        if char == "\\" and pos + 1 < len(text):
-            following = text[pos + 1]
-            chars.append(_ESCAPES.get(following, char + following))
-            pos += 2
-            continue
-        if char == quote:
-            after = _skip_space(text, pos + 1)
-            if after == len(text) or text[after] in ",)":
-                return "".join(chars), pos + 1
-        chars.append(char)
-        pos += 1
-    raise InvalidAction(f"{what}: the quoted string is not closed")
-
-
-def _skip_space(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
-    return pos
-
-
-def _where(text: str, pos: int) -> str:
-    return "the end of the text" if pos >= len(text) else f"position {pos}: {_excerpt(text[pos:])}"
-
-
-def _excerpt(value: str, limit: int = 30) -> str:
-    """A value quoted for an error message, cut short: messages are shown and stored."""
-    return repr(value if len(value) <= limit else value[:limit] + "…")
-
-
-def _text_value(field: str, raw: str) -> Any:
-    if field in ("point", "end"):
-        return _text_point(raw)
-    if field == "amount":
-        if not re.fullmatch(r"\s*\d{1,9}\s*", raw):
-            raise InvalidAction(f"scroll amount must be a whole number, not {_excerpt(raw)}")
-        return int(raw)
-    if field == "keys":
-        return tuple(raw.split())
-    if field == "direction":
-        return raw.strip()
-    return raw
-
-
-def _text_point(raw: str) -> Point:
-    """A point from ``(x,y)``, a box ``[x1,y1,x2,y2]`` (its centre, rounded half up), or a
-    ``<point>``/``<bbox>`` tag, with or without box tokens around it."""
-    cleaned = raw.replace("<|box_start|>", "").replace("<|box_end|>", "")
-    match = _POINT.fullmatch(cleaned)
-    if match is None:
-        raise InvalidAction(f"not a point or a box: {_excerpt(raw)}")
-    group = next(g for g in match.groups() if g is not None)
-    numbers = [Decimal(n) for n in re.findall(_NUMBER, group)]
-    if len(numbers) == 2:
-        x, y = numbers
-    elif len(numbers) == 4:
-        x, y = (numbers[0] + numbers[2]) / 2, (numbers[1] + numbers[3]) / 2
-    else:
-        raise InvalidAction(
-            f"a point has 2 numbers and a box 4, not {len(numbers)}: {_excerpt(raw)}"
-        )
-    return Point(_round(x), _round(y))
-
-
-def _round(value: Decimal) -> int:
-    return int(value.to_integral_value(rounding=ROUND_HALF_UP))
