@@ -12,11 +12,12 @@ import { ReviewerRoutes } from "./pages/reviewer";
 import { Home } from "./pages/Home";
 import { ErrorBanner, Loading, MeContext, useApi } from "./ui";
 
-const SECTIONS: { role: Role; path: string; label: string }[] = [
-  { role: "annotator", path: "/annotate", label: "Annotate" },
-  { role: "reviewer", path: "/review", label: "Review" },
-  { role: "manager", path: "/manage", label: "Projects" },
-  { role: "engineer", path: "/engineer", label: "Datasets and models" },
+// Managers review too (design §8), so the review queue is theirs as well.
+const SECTIONS: { roles: Role[]; path: string; label: string }[] = [
+  { roles: ["annotator"], path: "/annotate", label: "Annotate" },
+  { roles: ["reviewer", "manager"], path: "/review", label: "Review" },
+  { roles: ["manager"], path: "/manage", label: "Projects" },
+  { roles: ["engineer"], path: "/engineer", label: "Datasets and models" },
 ];
 
 export function App() {
@@ -31,7 +32,7 @@ export function App() {
           Tandem
         </NavLink>
         <nav aria-label="Main">
-          {SECTIONS.filter((s) => roles.has(s.role)).map((s) => (
+          {SECTIONS.filter((s) => s.roles.some((role) => roles.has(role))).map((s) => (
             <NavLink key={s.path} to={s.path}>
               {s.label}
             </NavLink>

@@ -47,6 +47,9 @@ def check_manager_and_reviewer(
     context, page, errors = sign_in(
         browser, base_url, manager, f"/app/manage/projects/{project_id}/board"
     )
+    # Managers review too: the review queue is in their navigation.
+    nav = page.get_by_role("navigation", name="Main")
+    expect(nav.get_by_role("link", name="Review", exact=True)).to_be_visible()
     board = page.get_by_test_id("board")
     submitted = board.locator("[data-status=submitted]")
     expect(submitted.get_by_role("link", name=f"Episode {episode_id}")).to_be_visible()
