@@ -1,6 +1,7 @@
 """Start Tandem's real processes (ASGI server, Celery worker) for a test, and stop them after."""
 
 import contextlib
+import itertools
 import os
 import signal
 import socket
@@ -31,12 +32,18 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
+_started = itertools.count(1)
+
+
 @contextmanager
 def running(
     command: list[str], env: dict[str, str], ready: Callable[[], bool], timeout: float = 30
 ) -> Iterator[subprocess.Popen]:
-    (ROOT / "var").mkdir(exist_ok=True)
-    log = open(ROOT / "var" / f"test-{Path(command[0]).name}-{os.getpid()}.log", "w+")  # noqa: SIM115
+    # One log per started process, kept after the run: a failed test's services can be read.
+    logs = ROOT / "var" / "test-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    name = f"{os.getpid()}-{next(_started):03d}-{Path(command[0]).name}.log"
+    log = open(logs / name, "w+")  # noqa: SIM115
     process = subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
