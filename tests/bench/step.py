@@ -5,7 +5,7 @@ part of the desktop (nothing there reacts: a static screen), until the next step
 ``propose_step`` job lands on the ``model`` queue. In between, the decision is committed, the
 worker takes ``execute_step`` from the host's queue, clicks, observes with settle, stores the
 screenshot and commits the next step, which sends the proposal job: "decision received →
-action executed → settled observation stored → next proposal requested" (BENCH.md). Nothing
+action executed → settled observation stored → next proposal requested". Nothing
 consumes ``model`` but this benchmark, which pops each job the moment it arrives (a blocking
 ``BRPOP``) and stops the clock then: model time is left out, and the stop is the request itself,
 after the next step's commit (the step's ``created_at`` is taken before its INSERT and commit,
