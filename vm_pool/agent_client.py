@@ -7,7 +7,7 @@ import urllib.request
 from typing import Any
 
 from vm_pool.actions import Action, ScreenSize
-from vm_pool.providers.base import CommandResult, DesktopError, Health, Observation
+from vm_pool.providers.base import CommandResult, DesktopError, Health, Launched, Observation
 
 # Agents live on this host or the private network: never route their calls through a proxy.
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -80,9 +80,10 @@ class AgentClient:
             waited_ms=float(headers.get("X-Waited-Ms") or 0),
         )
 
-    def launch(self, argv: list[str], window_timeout: float = 0.0) -> int:
+    def launch(self, argv: list[str], window_timeout: float = 0.0) -> Launched:
         body = {"argv": argv, "window_timeout": window_timeout}
-        return int(self._json("POST", "/launch", body, timeout=window_timeout + 10)["pid"])
+        reply = self._json("POST", "/launch", body, timeout=window_timeout + 10)
+        return Launched(int(reply["pid"]), bool(reply.get("window", False)))
 
     def run(self, argv: list[str], timeout: float) -> CommandResult:
         body = self._json("POST", "/run", {"argv": argv, "timeout": timeout})

@@ -57,6 +57,12 @@ class Health:
 
 
 @dataclass(frozen=True)
+class Launched:
+    pid: int
+    window: bool  # a new window was mapped before the launch's window timeout
+
+
+@dataclass(frozen=True)
 class CommandResult:
     returncode: int
     output: str
@@ -78,7 +84,7 @@ class DesktopControl(Protocol):
 
     def observe(self, settle: bool = True) -> Observation: ...
 
-    def launch(self, argv: list[str], window_timeout: float = 0.0) -> int: ...
+    def launch(self, argv: list[str], window_timeout: float = 0.0) -> Launched: ...
 
     def run(self, argv: list[str], timeout: float) -> CommandResult: ...
 

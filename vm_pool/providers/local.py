@@ -30,6 +30,7 @@ from vm_pool.providers.base import (
     DesktopSpec,
     Endpoint,
     Health,
+    Launched,
     Observation,
 )
 
@@ -78,7 +79,7 @@ class LocalControl:
     def observe(self, settle: bool = True) -> Observation:
         return self.x11.observe(settle=settle)
 
-    def launch(self, argv: list[str], window_timeout: float = 0.0) -> int:
+    def launch(self, argv: list[str], window_timeout: float = 0.0) -> Launched:
         return self.agent.launch(argv, window_timeout)
 
     def run(self, argv: list[str], timeout: float) -> CommandResult:
