@@ -311,16 +311,14 @@ class EpisodeViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=None, responses={201: StreamSerializer})
     @action(detail=True, methods=["post"])
     def stream(self, request: Request, pk: str) -> Response:
-        """The episode's live desktop: control for its annotator, view-only for those who may
-        view the project's episodes (enforced by the VNC server's view-only password)."""
+        """The episode's live desktop, view-only for its annotator and for those who may view
+        the project's episodes: the desktop changes only through recorded decisions."""
         episode = self.get_object()
         if episode.annotator_id != request.user.pk:
             access.require(request.user, episode.task.project, Capability.VIEW_EPISODES)
         if episode.ended_at is not None or episode.desktop is None:
             raise episodes.EpisodeError("This episode has ended; its desktop is not streamed.")
-        stream = open_stream(
-            episode.desktop, request.user, view_only=episode.annotator_id != request.user.pk
-        )
+        stream = open_stream(episode.desktop, request.user)
         return Response(StreamSerializer(stream).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=ReviewSerializer, responses={201: ReviewSerializer})

@@ -248,8 +248,11 @@ TANDEM_HOST = env("TANDEM_HOST", socket.gethostname())
 TANDEM_HOST_PROVIDERS = [p for p in env("TANDEM_HOST_PROVIDERS", "local").split(",") if p]
 TANDEM_DESKTOP_ROOT = Path(env("TANDEM_DESKTOP_ROOT", str(BASE_DIR / "var" / "desktops")))
 TANDEM_DISPLAY_RANGE = (env_int("TANDEM_DISPLAY_MIN", 100), env_int("TANDEM_DISPLAY_MAX", 399))
-TANDEM_VNC_PORT_BASE = env_int("TANDEM_VNC_PORT_BASE", 15900)
-TANDEM_CONTROL_PORT_BASE = env_int("TANDEM_CONTROL_PORT_BASE", 16900)
+# Each local desktop runs as its own host user: uid TANDEM_SANDBOX_UID_BASE + its display.
+TANDEM_SANDBOX_UID_BASE = env_int("TANDEM_SANDBOX_UID_BASE", 200000)
+# Per local desktop: processes (and threads) of its user, memory of its processes in MiB.
+TANDEM_SANDBOX_MAX_PROCESSES = env_int("TANDEM_SANDBOX_MAX_PROCESSES", 1024)
+TANDEM_SANDBOX_MEMORY_MB = env_int("TANDEM_SANDBOX_MEMORY_MB", 2048)
 
 # Desktops in containers (provider "docker"): the engine (empty: DOCKER_HOST, else the local
 # socket), the image of templates that name none, the address their VNC and agent ports are

@@ -1,22 +1,29 @@
 """The in-desktop agent: the session leader of one desktop, and its control endpoint.
 
-Run as ``python -m vm_pool.agent --config FILE`` (the local provider starts it in a new
-session; a container or cloud machine runs it as its main process). It starts Xvfb, the window
-manager, x11vnc and the template's autostart programs as its own children, so that one
-``killpg`` of its process group stops the whole desktop. It then serves a small HTTP API for
-whoever owns the desktop:
+Run as ``python3 -m vm_pool.agent --config -`` with its config as JSON on standard input, so
+that no secret is ever in a file, on a command line or in an environment. The local provider
+starts it inside the desktop's sandbox (``vm_pool.sandbox``) as the desktop's own user; a
+container or cloud machine runs it as its main process. It starts Xvfb, the window manager, a
+view-only x11vnc and the template's autostart programs as its own children, so that the whole
+desktop ends with it. It then serves a small HTTP API, on a unix socket (local desktops) or a
+TCP port (containers, machines), for whoever owns the desktop:
 
 - ``GET /health``: Xvfb, window manager and VNC server are alive and VNC accepts connections
 - ``POST /launch``: start a program in the desktop, ``{"argv": [...], "window_timeout": s}`` →
   ``{"pid", "window"}``; with a timeout, it returns once the window manager maps a new window
   (``window``: true) or when the timeout passes (false: a program with no window of its own)
 - ``POST /run``: run a command to completion, ``{"argv", "timeout"}`` → ``{"returncode", "output"}``
-- ``POST /files``: put a file in place, ``{"path", "data_b64"}`` (relative paths are under HOME)
+- ``POST /files``: put a file in place, ``{"path", "data_b64"}``: relative and ``~/`` paths are
+  under HOME; a path that leads outside HOME and ``/tmp`` (``..``, an absolute path elsewhere, a
+  symlink) is refused
 - ``POST /execute``: execute an action of the action space, ``{"action": {...}}``
 - ``GET /observe``: a PNG screenshot (``?settle=1`` waits until the screen settles)
 
-Every request must carry the desktop's agent key in ``X-Tandem-Agent-Key``. The config file
-holds the secrets (VNC passwords, agent key) so they never appear on a command line.
+Every request must carry the desktop's agent key in ``X-Tandem-Agent-Key``. Programs get an
+environment built from nothing: the agent's own environment is never passed on.
+
+The agent imports only the standard library at start (python-xlib for window lists, the
+capture stack for ``/observe``, on first use), so the system's ``python3`` runs it.
 """
 
 import argparse
@@ -26,6 +33,7 @@ import json
 import os
 import signal
 import socket
+import socketserver
 import subprocess
 import sys
 import threading
@@ -39,6 +47,9 @@ from urllib.parse import parse_qs, urlparse
 
 X_READY_TIMEOUT = 10.0
 WINDOW_POLL_S = 0.05
+SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
+# Where ``/files`` may write, besides HOME.
+SCRATCH = "/tmp"
 
 
 @dataclass(frozen=True)
@@ -46,21 +57,70 @@ class AgentConfig:
     display: int
     width: int
     height: int
-    vnc_port: int
-    vnc_listen: str  # "localhost" binds 127.0.0.1 only
-    control_host: str
-    control_port: int
-    vnc_password: str
-    vnc_view_password: str
+    listen: str  # "unix:/path" or "host:port"
+    vnc_listen: str  # the view-only VNC server: "unix:/path" or "host:port"
     agent_key: str
     home: str
-    work_dir: str
+    work_dir: str  # logs
     autostart: list[list[str]]
     window_manager: list[str]
+    user: str = "user"
 
     @classmethod
-    def load(cls, path: str) -> "AgentConfig":
-        return cls(**json.loads(Path(path).read_text()))
+    def load(cls, source: str) -> "AgentConfig":
+        text = sys.stdin.read() if source == "-" else Path(source).read_text()
+        return cls(**json.loads(text))
+
+
+def unix_path(address: str) -> str | None:
+    """The socket path of a ``unix:/path`` address, None for ``host:port``."""
+    return address[len("unix:") :] if address.startswith("unix:") else None
+
+
+def host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host, int(port)
+
+
+def clean_environment(config: AgentConfig) -> dict[str, str]:
+    """The environment of the desktop's programs, made from nothing."""
+    return {
+        "PATH": SEARCH_PATH,
+        "HOME": config.home,
+        "USER": config.user,
+        "LOGNAME": config.user,
+        "SHELL": "/bin/bash",
+        "LANG": "C.UTF-8",
+        "DISPLAY": f":{config.display}",
+        "TMPDIR": SCRATCH,
+        "XDG_RUNTIME_DIR": f"{SCRATCH}/runtime-{config.user}",
+        "GSETTINGS_BACKEND": "memory",  # no D-Bus session: keep GTK settings in memory
+        "NO_AT_BRIDGE": "1",
+    }
+
+
+class PathRefused(ValueError):
+    """A file path that leads outside the desktop user's HOME and /tmp."""
+
+
+def resolve_inside(path: str, home: str) -> Path:
+    """Where a ``/files`` path lands; refuses paths that leave HOME and /tmp.
+
+    Relative and ``~/`` paths are under HOME. Symlinks are followed before the check, so a
+    link in HOME that points elsewhere is refused too, and the file itself is never a link.
+    """
+    if path.startswith("~/") or path == "~":
+        path = home + path[1:]
+    target = Path(path) if path.startswith("/") else Path(home) / path
+    if ".." in target.parts:
+        raise PathRefused(f"{path!r}: '..' is not allowed in a desktop path")
+    allowed = [Path(home).resolve(), Path(SCRATCH).resolve()]
+    real_parent = target.parent.resolve()
+    if not any(real_parent == root or root in real_parent.parents for root in allowed):
+        raise PathRefused(f"{path!r} is outside HOME ({home}) and {SCRATCH}")
+    if target.is_symlink():
+        raise PathRefused(f"{path!r} is a symlink; files are written only to plain paths")
+    return real_parent / target.name
 
 
 class Desktop:
@@ -68,9 +128,7 @@ class Desktop:
 
     def __init__(self, config: AgentConfig) -> None:
         self.config = config
-        self.env = dict(os.environ)
-        self.env.update(DISPLAY=f":{config.display}", HOME=config.home, XAUTHORITY="")
-        self.env.pop("XAUTHORITY")
+        self.env = clean_environment(config)
         self.children: dict[str, subprocess.Popen[bytes]] = {}
         self.lock = threading.Lock()
         self._control: Any = None
@@ -79,19 +137,23 @@ class Desktop:
 
     def spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         log = open(Path(self.config.work_dir) / f"{name}.log", "ab")  # noqa: SIM115
-        process = subprocess.Popen(
-            argv,
-            env=self.env,
-            cwd=self.config.home,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-        )
+        try:
+            process = subprocess.Popen(
+                argv,
+                env=self.env,
+                cwd=self.config.home,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+            )
+        finally:
+            log.close()
         self.children[name] = process
         return process
 
     def start(self) -> None:
         c = self.config
+        Path(self.env["XDG_RUNTIME_DIR"]).mkdir(mode=0o700, parents=True, exist_ok=True)
         self.spawn(
             "xvfb",
             [
@@ -110,13 +172,16 @@ class Desktop:
         )
         self._wait_for_x()
         self.spawn("wm", c.window_manager)
-        passwd = Path(c.work_dir) / "vnc-passwords"
-        passwd.write_text(f"{c.vnc_password}\n__BEGIN_VIEWONLY__\n{c.vnc_view_password}\n")
-        passwd.chmod(0o600)
-        vnc = ["x11vnc", "-display", f":{c.display}", "-rfbport", str(c.vnc_port), "-passwdfile"]
-        vnc += [str(passwd), "-forever", "-shared", "-noxdamage", "-quiet", "-nopw", "-noxrecord"]
-        if c.vnc_listen == "localhost":
-            vnc.append("-localhost")
+        # View-only and without a password: who may watch is decided by who can reach the
+        # socket (the platform's websockify), and no one controls the desktop through VNC.
+        vnc = ["x11vnc", "-display", f":{c.display}", "-viewonly", "-nopw", "-forever"]
+        vnc += ["-shared", "-noxdamage", "-quiet", "-noxrecord"]
+        vnc_socket = unix_path(c.vnc_listen)
+        if vnc_socket is not None:
+            vnc += ["-rfbport", "0", "-unixsock", vnc_socket]
+        else:
+            host, port = host_port(c.vnc_listen)
+            vnc += ["-rfbport", str(port), "-listen", host]
         self.spawn("x11vnc", vnc)
         for i, argv in enumerate(c.autostart):
             self.spawn(f"autostart-{i}", argv)
@@ -138,9 +203,7 @@ class Desktop:
 
     def health(self) -> dict[str, Any]:
         alive = {name: self.children[name].poll() is None for name in ("xvfb", "wm", "x11vnc")}
-        with socket.socket() as probe:
-            probe.settimeout(0.5)
-            alive["vnc_listening"] = probe.connect_ex(("127.0.0.1", self.config.vnc_port)) == 0
+        alive["vnc_listening"] = _accepts(self.config.vnc_listen)
         return {"ok": all(alive.values()), **alive}
 
     def control(self) -> Any:
@@ -188,6 +251,7 @@ class Desktop:
                 argv,
                 env=self.env,
                 cwd=self.config.home,
+                stdin=subprocess.DEVNULL,
                 capture_output=True,
                 timeout=timeout,
                 check=False,
@@ -200,11 +264,12 @@ class Desktop:
         return {"returncode": done.returncode, "output": output}
 
     def put_file(self, path: str, data: bytes) -> str:
-        target = Path(path).expanduser()
-        if not target.is_absolute():
-            target = Path(self.config.home) / target
+        target = resolve_inside(path, self.config.home)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        # O_NOFOLLOW: a link made between the check and the write is not followed either.
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
         return str(target)
 
     def stop(self) -> None:
@@ -216,6 +281,23 @@ class Desktop:
                 process.wait(timeout=2)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+def _accepts(address: str) -> bool:
+    path = unix_path(address)
+    family = socket.AF_UNIX if path is not None else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        if path is not None:
+            return probe.connect_ex(path) == 0
+        host, port = host_port(address)
+        return probe.connect_ex(("127.0.0.1" if host in ("", "0.0.0.0") else host, port)) == 0
+
+
+class UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
+    """The agent's HTTP API on a unix socket only the desktop's owner can open."""
+
+    daemon_threads = True
 
 
 def make_handler(desktop: Desktop) -> type[BaseHTTPRequestHandler]:
@@ -290,19 +372,33 @@ def make_handler(desktop: Desktop) -> type[BaseHTTPRequestHandler]:
                     self._json(HTTPStatus.OK, {})
                 else:
                     self._json(HTTPStatus.NOT_FOUND, {"error": f"no such endpoint {self.path}"})
-            except (KeyError, ValueError, TypeError, InvalidAction) as error:
+            except (KeyError, ValueError, TypeError, InvalidAction, OSError) as error:
                 self._json(HTTPStatus.BAD_REQUEST, {"error": f"{type(error).__name__}: {error}"})
 
     return Handler
 
 
+def serve(address: str, handler: type[BaseHTTPRequestHandler]) -> socketserver.BaseServer:
+    path = unix_path(address)
+    if path is None:
+        return ThreadingHTTPServer(host_port(address), handler)
+    Path(path).unlink(missing_ok=True)
+    old_mask = os.umask(0o077)  # the socket is the owner's alone from the moment it exists
+    try:
+        return UnixHTTPServer(path, handler)
+    finally:
+        os.umask(old_mask)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", required=True, help="JSON file with the AgentConfig fields")
+    parser.add_argument(
+        "--config", required=True, help="the AgentConfig fields as JSON: a file, or - for stdin"
+    )
     args = parser.parse_args(argv)
     config = AgentConfig.load(args.config)
     desktop = Desktop(config)
-    server = ThreadingHTTPServer((config.control_host, config.control_port), make_handler(desktop))
+    server = serve(config.listen, make_handler(desktop))
 
     def shut_down(signum: int, frame: Any) -> None:
         desktop.stop()

@@ -1,24 +1,47 @@
-"""HTTP client of the in-desktop agent (see ``vm_pool.agent``), used by every provider."""
+"""HTTP client of the in-desktop agent (see ``vm_pool.agent``), used by every provider.
+
+The agent is reached directly, never through a proxy: on a unix socket (``unix:/path``, local
+desktops) or at ``host:port`` (containers, machines on the private network).
+"""
 
 import base64
+import http.client
 import json
-import urllib.error
-import urllib.request
+import socket
 from typing import Any
 
 from vm_pool.actions import Action, ScreenSize
 from vm_pool.providers.base import CommandResult, DesktopError, Health, Launched, Observation
 
-# Agents live on this host or the private network: never route their calls through a proxy.
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
 
 
 class AgentClient:
     def __init__(self, address: str, key: str, screen: ScreenSize, timeout: float = 30.0) -> None:
-        self.base = f"http://{address}"
+        self.address = address
         self.key = key
         self.screen = screen
         self.timeout = timeout
+
+    def _connection(self, timeout: float) -> http.client.HTTPConnection:
+        if self.address.startswith("unix:"):
+            return UnixHTTPConnection(self.address[len("unix:") :], timeout)
+        host, _, port = self.address.rpartition(":")
+        return http.client.HTTPConnection(host, int(port), timeout=timeout)
 
     def _request(
         self,
@@ -28,19 +51,18 @@ class AgentClient:
         timeout: float | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(
-            self.base + path,
-            data=data,
-            method=method,
-            headers={"X-Tandem-Agent-Key": self.key, "Content-Type": "application/json"},
-        )
+        headers = {"X-Tandem-Agent-Key": self.key, "Content-Type": "application/json"}
+        connection = self._connection(timeout or self.timeout)
         try:
-            with _DIRECT.open(request, timeout=timeout or self.timeout) as response:
-                return response.status, dict(response.headers), response.read()
-        except urllib.error.HTTPError as error:
-            return error.code, dict(error.headers), error.read()
-        except (OSError, urllib.error.URLError) as error:
-            raise DesktopError(f"desktop agent at {self.base} does not answer: {error}") from error
+            connection.request(method, path, body=data, headers=headers)
+            response = connection.getresponse()
+            return response.status, dict(response.headers), response.read()
+        except (OSError, http.client.HTTPException) as error:
+            raise DesktopError(
+                f"desktop agent at {self.address} does not answer: {error}"
+            ) from error
+        finally:
+            connection.close()
 
     def _json(
         self,

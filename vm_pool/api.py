@@ -1,8 +1,8 @@
 """The desktop API: the pool as staff watch it, and stream tokens for the browser.
 
 Who sees which desktop: staff (``is_staff``) and admins see every desktop; anyone else sees
-only the desktop they hold a lease on, and "not found" for the others. Streams: the lease
-holder gets control, staff and admins get view-only (design §6, §8).
+only the desktop they hold a lease on, and "not found" for the others. Every stream is
+view-only (design §6, §8): a desktop changes only through recorded decisions.
 """
 
 from django.db.models import QuerySet
@@ -36,8 +36,9 @@ class DesktopViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         desktop = self.get_object()
         body = StreamRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        view_only = body.validated_data["view_only"]
-        if view_only is None:
-            view_only = desktop.leased_by_id != request.user.pk
-        stream = streaming.open_stream(desktop, request.user, view_only)
+        if not body.validated_data["view_only"]:
+            raise streaming.StreamNotAllowed(
+                "Desktops are streamed view-only: every change to a desktop is a recorded decision."
+            )
+        stream = streaming.open_stream(desktop, request.user)
         return Response(StreamSerializer(stream).data, status=status.HTTP_201_CREATED)

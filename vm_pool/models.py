@@ -40,6 +40,11 @@ class DesktopTemplate(models.Model):
     image = models.CharField(
         max_length=300, blank=True, help_text="Container image or machine image (docker, aws)."
     )
+    internet = models.BooleanField(
+        default=False,
+        help_text="Programs on these desktops may reach the internet (never the platform, the "
+        "host or private networks); without it a desktop has no network at all.",
+    )
     min_ready = models.PositiveIntegerField(default=1)
     max_desktops = models.PositiveIntegerField(default=4)
     created_at = models.DateTimeField(default=timezone.now)
@@ -81,12 +86,15 @@ class Desktop(models.Model):
     display = models.PositiveIntegerField(null=True, blank=True)
     vnc_host = models.CharField(max_length=200, default="127.0.0.1")
     vnc_port = models.PositiveIntegerField(null=True, blank=True)
+    vnc_socket = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="The view-only VNC server's unix socket on the host (local desktops).",
+    )
     control_address = models.CharField(max_length=300, blank=True)
     instance_id = models.CharField(
         max_length=200, blank=True, help_text="Process group, container id or instance id."
     )
-    vnc_password = models.CharField(max_length=64, blank=True)
-    vnc_view_password = models.CharField(max_length=64, blank=True)
     agent_key = models.CharField(max_length=64, blank=True)
     width = models.PositiveIntegerField()
     height = models.PositiveIntegerField()

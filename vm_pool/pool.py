@@ -19,7 +19,6 @@ Rules:
 
 import logging
 import secrets
-import string
 import threading
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -49,7 +48,6 @@ logger = logging.getLogger(__name__)
 
 # A reset or start that has not finished after this long was abandoned by a dead worker.
 STALE_TRANSITION = timedelta(seconds=90)
-VNC_ALPHABET = string.ascii_letters + string.digits
 
 
 class NoDesktopAvailable(DomainError):
@@ -62,14 +60,7 @@ class DesktopLeaseLost(DomainError):
     code = "desktop_lease_lost"
 
 
-def _vnc_secret() -> str:
-    # VNC authentication uses only the first 8 characters of a password.
-    return "".join(secrets.choice(VNC_ALPHABET) for _ in range(8))
-
-
 def _rotate_secrets(desktop: Desktop) -> None:
-    desktop.vnc_password = _vnc_secret()
-    desktop.vnc_view_password = _vnc_secret()
     desktop.agent_key = secrets.token_hex(16)
 
 
@@ -79,12 +70,8 @@ def spec_for(desktop: Desktop) -> DesktopSpec:
     return DesktopSpec(
         desktop_id=desktop.pk,
         screen=ScreenSize(desktop.width, desktop.height),
-        vnc_password=desktop.vnc_password,
-        vnc_view_password=desktop.vnc_view_password,
         agent_key=desktop.agent_key,
         display=display,
-        vnc_port=desktop.vnc_port,
-        control_port=None if display is None else settings.TANDEM_CONTROL_PORT_BASE + display,
         home_template=Path(template.home_template) if template.home_template else None,
         autostart=tuple(tuple(argv) for argv in template.autostart),
         image=template.image,
@@ -123,6 +110,7 @@ def endpoint_of(desktop: Desktop) -> Endpoint:
         instance_id=desktop.instance_id,
         vnc_host=desktop.vnc_host,
         vnc_port=desktop.vnc_port or 0,
+        vnc_socket=desktop.vnc_socket,
         screen=ScreenSize(desktop.width, desktop.height),
         display="" if desktop.display is None else f":{desktop.display}",
         control_address=desktop.control_address,
@@ -162,7 +150,6 @@ def create_desktop(template: DesktopTemplate, host: str) -> Desktop:
                     host=host,
                     provider=template.provider,
                     display=display,
-                    vnc_port=None if display is None else settings.TANDEM_VNC_PORT_BASE + display,
                     width=template.width,
                     height=template.height,
                 )
@@ -177,14 +164,16 @@ def create_desktop(template: DesktopTemplate, host: str) -> Desktop:
 def _apply_endpoint(desktop: Desktop, endpoint: Endpoint) -> None:
     desktop.instance_id = endpoint.instance_id
     desktop.vnc_host = endpoint.vnc_host
-    desktop.vnc_port = endpoint.vnc_port
+    desktop.vnc_port = endpoint.vnc_port or None
+    desktop.vnc_socket = endpoint.vnc_socket
     desktop.control_address = endpoint.control_address
     _set_status(
         desktop,
         DesktopStatus.READY,
         instance_id=endpoint.instance_id,
         vnc_host=endpoint.vnc_host,
-        vnc_port=endpoint.vnc_port,
+        vnc_port=endpoint.vnc_port or None,
+        vnc_socket=endpoint.vnc_socket,
         control_address=endpoint.control_address,
         health_failures=0,
         broken_reason="",
@@ -228,7 +217,7 @@ def reset_desktop(desktop_id: int) -> Desktop:
         provider = get_provider(desktop.provider)
         old = spec_for(desktop)
         _rotate_secrets(desktop)
-        desktop.save(update_fields=["vnc_password", "vnc_view_password", "agent_key"])
+        desktop.save(update_fields=["agent_key"])
         try:
             provider.stop(old)
             _apply_endpoint(desktop, provider.start(spec_for(desktop)))

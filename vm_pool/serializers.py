@@ -33,15 +33,13 @@ class DesktopSerializer(serializers.ModelSerializer):
 class StreamRequestSerializer(serializers.Serializer):
     view_only = serializers.BooleanField(
         required=False,
-        allow_null=True,
-        default=None,
-        help_text="Left out: control for the lease holder, view-only for everyone else.",
+        default=True,
+        help_text="Streams are view-only; asking for control (false) is refused.",
     )
 
 
 class StreamSerializer(serializers.Serializer):
     url = serializers.CharField(help_text="The websockify address to open, token included.")
     token = serializers.CharField()
-    password = serializers.CharField(help_text="The VNC password for this stream.")
     view_only = serializers.BooleanField()
     expires_at = serializers.DateTimeField(help_text="No new connection after this moment.")

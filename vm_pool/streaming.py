@@ -8,12 +8,14 @@ Rules:
 - A token leads to exactly one desktop *and* the generation the desktop had when the token was
   issued. A release bumps the generation, so no token issued before a release opens a stream
   after it, whoever holds the desktop next.
-- A control token is issued only to the user holding the desktop's lease. A view-only token is
-  issued to whoever the caller allows (the API decides who may watch), for a desktop that is
-  ready or leased.
-- View-only is enforced by the VNC server, not by the browser: a control token comes with the
-  desktop's full VNC password, a view-only token with its view-only password, and x11vnc
-  ignores every input of a client that authenticated with the latter.
+- Every stream is view-only, the annotator's own included: a desktop changes only through
+  recorded decisions. A token is issued to whoever the caller allows (the API decides who may
+  watch), for a desktop that is ready or leased; a request for control is refused. (A control
+  stream belongs to a mode that records what the person does; there is none yet.)
+- View-only is enforced where the token leads, not by the browser: a token resolves to the
+  desktop's view-only VNC server (x11vnc ``-viewonly``, on a unix socket for local desktops),
+  which ignores every input. The browser holds no VNC secret: the VNC server has no password,
+  and only the platform's websockify can reach it.
 - A token opens connections for ``TANDEM_STREAM_TOKEN_SECONDS`` (30 s by default): long enough
   to connect; a stream already open outlives it, a new connection after it is refused.
 - A release ends the streams already open: the desktop turns ``resetting`` and cannot be leased
@@ -57,16 +59,16 @@ def _hash(clear: str) -> str:
 def issue_stream_token(desktop: Desktop, user: Any, view_only: bool) -> tuple[str, StreamToken]:
     """A new token for ``user`` to stream ``desktop`` as it is now; its clear text is not stored.
 
-    The desktop is read again here: the lease holder, the generation and the VNC passwords are
-    taken together from its current row, never from a caller's stale copy.
+    The desktop is read again here: its status and generation are taken from its current row,
+    never from a caller's stale copy.
     """
+    if not view_only:
+        raise StreamNotAllowed(
+            "Desktops are streamed view-only: every change to a desktop is a recorded decision."
+        )
     current = Desktop.objects.filter(pk=desktop.pk, status__in=STREAMABLE_STATUSES).first()
     if current is None:
         raise DesktopNotStreamable("This desktop is not running a session that can be streamed.")
-    if not view_only and (
-        current.status != DesktopStatus.LEASED or current.leased_by_id != user.pk
-    ):
-        raise StreamNotAllowed("Only the user holding this desktop's lease may control it.")
     clear = secrets.token_urlsafe(32)
     token = StreamToken.objects.create(
         token_hash=_hash(clear),
@@ -79,40 +81,37 @@ def issue_stream_token(desktop: Desktop, user: Any, view_only: bool) -> tuple[st
     return clear, token
 
 
-def stream_password(token: StreamToken) -> str:
-    """The VNC password that goes with ``token``: the view-only one for a view-only token."""
-    desktop = token.desktop
-    return desktop.vnc_view_password if token.view_only else desktop.vnc_password
-
-
-def resolve_stream_token(clear: str) -> tuple[str, int] | None:
-    """Where a new connection with this token goes, or None when it may not open one."""
+def resolve_stream_token(clear: str) -> tuple[str, int | str] | None:
+    """Where a new connection with this token goes, or None when it may not open one:
+    ``("unix_socket", path)`` (websockify's form for a unix socket) or ``(host, port)``."""
     row = (
         StreamToken.objects.filter(
             token_hash=_hash(clear),
             expires_at__gt=timezone.now(),
             generation=F("desktop__generation"),
             desktop__status__in=STREAMABLE_STATUSES,
-            desktop__vnc_port__isnull=False,
+            view_only=True,
             user__is_active=True,
         )
-        .values_list("desktop__vnc_host", "desktop__vnc_port")
+        .values_list("desktop__vnc_socket", "desktop__vnc_host", "desktop__vnc_port")
         .first()
     )
     if row is None:
         return None
-    host, port = row
-    assert port is not None  # excluded by the filter
+    socket_path, host, port = row
+    if socket_path:
+        return "unix_socket", socket_path
+    if port is None:
+        return None
     return host, port
 
 
-def open_stream(desktop: Desktop, user: Any, view_only: bool) -> dict[str, Any]:
-    """Everything a browser needs to open a stream: the websockify URL, token and password."""
-    clear, token = issue_stream_token(desktop, user, view_only)
+def open_stream(desktop: Desktop, user: Any) -> dict[str, Any]:
+    """Everything a browser needs to open a view-only stream: the websockify URL and token."""
+    clear, token = issue_stream_token(desktop, user, view_only=True)
     return {
         "url": f"{settings.TANDEM_WEBSOCKIFY_PUBLIC_URL}/websockify?{urlencode({'token': clear})}",
         "token": clear,
-        "password": stream_password(token),
         "view_only": token.view_only,
         "expires_at": token.expires_at,
     }

@@ -1,7 +1,6 @@
 // noVNC ships JavaScript without type declarations; this is the part of RFB Tandem uses.
 declare module "@novnc/novnc" {
   export interface RFBOptions {
-    credentials?: { password?: string; username?: string; target?: string };
     shared?: boolean;
     wsProtocols?: string[];
   }
@@ -15,6 +14,5 @@ declare module "@novnc/novnc" {
     showDotCursor: boolean;
     background: string;
     disconnect(): void;
-    sendCredentials(credentials: { password?: string }): void;
   }
 }

@@ -26,12 +26,8 @@ class DesktopSpec:
 
     desktop_id: int
     screen: ScreenSize
-    vnc_password: str
-    vnc_view_password: str
     agent_key: str
     display: int | None = None  # allocated by the pool when the provider needs one
-    vnc_port: int | None = None
-    control_port: int | None = None
     home_template: Path | None = None
     autostart: tuple[tuple[str, ...], ...] = ()
     image: str = ""
@@ -44,10 +40,11 @@ class Endpoint:
 
     instance_id: str
     vnc_host: str
-    vnc_port: int
+    vnc_port: int  # 0 where VNC is a unix socket
     screen: ScreenSize
     display: str = ""  # the X display, for providers whose desktops share this host's X
-    control_address: str = ""  # the in-desktop agent, "host:port"
+    control_address: str = ""  # the in-desktop agent: "host:port" or "unix:/path"
+    vnc_socket: str = ""  # the view-only VNC server's unix socket on this host
 
 
 @dataclass(frozen=True)
@@ -106,7 +103,7 @@ class DesktopProvider(ABC):
 
     @abstractmethod
     def reset(self, spec: DesktopSpec) -> Endpoint:
-        """Bring a used desktop back to its template state (fresh HOME, new VNC passwords)."""
+        """Bring a used desktop back to its template state (fresh HOME, a new agent key)."""
 
     @abstractmethod
     def health(self, spec: DesktopSpec) -> Health:

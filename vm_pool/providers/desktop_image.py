@@ -20,7 +20,7 @@ APP_DIR = "/opt/tandem"  # holds vm_pool/ and the agent's Python environment in 
 PYTHON = f"{APP_DIR}/venv/bin/python"
 CONFIG_DIR = "/etc/tandem"
 CONFIG_PATH = f"{CONFIG_DIR}/agent.json"
-WORK_DIR = "/var/lib/tandem"  # the agent's logs and VNC password file
+WORK_DIR = "/var/lib/tandem"  # the agent's logs
 DISPLAY = 1
 VNC_PORT = 5900
 CONTROL_PORT = 7000
@@ -28,17 +28,16 @@ AGENT_COMMAND = (PYTHON, "-m", "vm_pool.agent", "--config", CONFIG_PATH)
 
 
 def agent_config(spec: DesktopSpec) -> dict[str, Any]:
-    """The agent's config for a desktop in its own machine; it holds the desktop's secrets."""
+    """The agent's config for a desktop in its own machine; it holds the desktop's agent key.
+
+    Its VNC server is view-only and has no password: only the platform's websockify can reach
+    the published port (127.0.0.1 or a private address), and no browser is given a secret."""
     return {
         "display": DISPLAY,
         "width": spec.screen.width,
         "height": spec.screen.height,
-        "vnc_port": VNC_PORT,
-        "vnc_listen": "0.0.0.0",
-        "control_host": "0.0.0.0",
-        "control_port": CONTROL_PORT,
-        "vnc_password": spec.vnc_password,
-        "vnc_view_password": spec.vnc_view_password,
+        "listen": f"0.0.0.0:{CONTROL_PORT}",
+        "vnc_listen": f"0.0.0.0:{VNC_PORT}",
         "agent_key": spec.agent_key,
         "home": HOME,
         "work_dir": WORK_DIR,

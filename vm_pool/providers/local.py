@@ -1,26 +1,25 @@
-"""The ``local`` provider: each desktop is one process group on this host.
+"""The ``local`` provider: each desktop is a sandbox on this host (see ``vm_pool.sandbox``).
 
-The group's leader is the in-desktop agent (``vm_pool.agent``), started in a new session;
-it starts Xvfb, openbox, x11vnc (bound to 127.0.0.1, per-desktop passwords, a view-only one
-among them) and the template's programs. Stopping the desktop is one ``killpg``; a reset
-stops it, restores HOME from the template directory and starts it again.
+The sandbox's first process is the in-desktop agent (``vm_pool.agent``), running as the
+desktop's own user; it starts Xvfb, openbox, a view-only x11vnc on a unix socket and the
+template's programs. Stopping the desktop is one ``killpg`` of the sandbox's launcher (the
+sandbox dies with it) and the removal of its cgroups; a reset stops it, restores HOME from the
+template directory and starts it again.
 
-Displays and ports come from the pool (allocated in PostgreSQL), never from probing sockets.
+Displays come from the pool (allocated in PostgreSQL), never from probing sockets; a display
+also names the desktop's host user.
 """
 
 import contextlib
-import json
 import os
-import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, ClassVar
 
 from django.conf import settings
 
+from vm_pool import sandbox
 from vm_pool.actions import Action
 from vm_pool.agent_client import AgentClient
 from vm_pool.providers.base import (
@@ -40,6 +39,10 @@ START_TIMEOUT = 20.0
 
 def desktop_dir(desktop_id: int) -> Path:
     return Path(settings.TANDEM_DESKTOP_ROOT) / f"desktop-{desktop_id}"
+
+
+def desktop_files(desktop_id: int) -> sandbox.DesktopFiles:
+    return sandbox.DesktopFiles(desktop_dir(desktop_id))
 
 
 def _alive(pgid: int) -> bool:
@@ -96,66 +99,54 @@ class LocalControl:
 class LocalProvider(DesktopProvider):
     name = "local"
     capabilities: ClassVar[frozenset[str]] = frozenset(
-        {"xtest", "view_only_vnc", "home_restore", "launch", "run", "files"}
+        {"xtest", "view_only_vnc", "home_restore", "launch", "run", "files", "sandbox"}
     )
     allocates_display = True
 
     def start(self, spec: DesktopSpec) -> Endpoint:
-        if spec.display is None or spec.vnc_port is None or spec.control_port is None:
-            raise DesktopError("the local provider needs a display, a VNC port and a control port")
-        work = desktop_dir(spec.desktop_id)
-        work.mkdir(parents=True, exist_ok=True)
-        home = work / "home"
-        self._restore_home(home, spec.home_template or BUILTIN_HOME_TEMPLATE)
-        self._clear_stale_display(spec.display)
-        config = {
-            "display": spec.display,
-            "width": spec.screen.width,
-            "height": spec.screen.height,
-            "vnc_port": spec.vnc_port,
-            "vnc_listen": "localhost",
-            "control_host": "127.0.0.1",
-            "control_port": spec.control_port,
-            "vnc_password": spec.vnc_password,
-            "vnc_view_password": spec.vnc_view_password,
-            "agent_key": spec.agent_key,
-            "home": str(home),
-            "work_dir": str(work),
-            "autostart": [list(argv) for argv in spec.autostart],
-            "window_manager": ["openbox", "--config-file", str(home / ".config/openbox/rc.xml")],
-        }
-        config_path = work / "agent.json"
-        config_path.write_text(json.dumps(config))
-        config_path.chmod(0o600)
-        log = open(work / "agent.log", "ab")  # noqa: SIM115
-        process = subprocess.Popen(
-            [sys.executable, "-m", "vm_pool.agent", "--config", str(config_path)],
-            cwd=str(Path(__file__).resolve().parent.parent.parent),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,  # the agent leads its own process group: one killpg stops all
+        if spec.display is None:
+            raise DesktopError("the local provider needs a display")
+        sandbox.require_root()
+        files = desktop_files(spec.desktop_id)
+        uid = sandbox.desktop_uid(settings.TANDEM_SANDBOX_UID_BASE, spec.display)
+        limits = sandbox.SandboxLimits(
+            settings.TANDEM_SANDBOX_MAX_PROCESSES, settings.TANDEM_SANDBOX_MEMORY_MB
         )
+        sandbox.prepare_files(files, uid, spec.home_template or BUILTIN_HOME_TEMPLATE)
+        procs = sandbox.make_cgroups(spec.desktop_id, limits)
+        config = sandbox.agent_config(
+            files,
+            spec.screen.width,
+            spec.screen.height,
+            spec.agent_key,
+            [list(argv) for argv in spec.autostart],
+        )
+        log = files.root / "agent.log"
+        with sandbox.sandbox_command(files, uid, spec.desktop_id, limits, procs) as launch:
+            process = sandbox.start_process(launch, config, log)
         # Written before anything waits: a worker that dies now still leaves the group findable.
-        (work / "agent.pid").write_text(str(process.pid))
+        (files.root / "agent.pid").write_text(str(process.pid))
+        sandbox.link_display(files, spec.display)
         endpoint = Endpoint(
             instance_id=str(process.pid),
-            vnc_host="127.0.0.1",
-            vnc_port=spec.vnc_port,
+            vnc_host="",
+            vnc_port=0,
+            vnc_socket=str(files.vnc_socket),
             screen=spec.screen,
             display=f":{spec.display}",
-            control_address=f"127.0.0.1:{spec.control_port}",
+            control_address=f"unix:{files.agent_socket}",
         )
         agent = AgentClient(endpoint.control_address, spec.agent_key, spec.screen)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                tail = (work / "agent.log").read_text(errors="replace")[-1500:]
+                tail = log.read_text(errors="replace")[-1500:]
+                self.stop(spec)
                 raise DesktopError(f"desktop {spec.desktop_id} failed to start: {tail}")
-            if agent.health(timeout=0.5).ok:
+            if files.agent_socket.exists() and agent.health(timeout=0.5).ok:
                 return endpoint
-            time.sleep(0.05)
-        self._kill(process.pid)
+            time.sleep(0.02)
+        self.stop(spec)
         raise DesktopError(f"desktop {spec.desktop_id} did not become healthy in {START_TIMEOUT}s")
 
     def reset(self, spec: DesktopSpec) -> Endpoint:
@@ -165,10 +156,8 @@ class LocalProvider(DesktopProvider):
     def health(self, spec: DesktopSpec) -> Health:
         if not spec.instance_id or not _alive(int(spec.instance_id)):
             return Health(False, "the desktop's processes are gone")
-        if spec.control_port is None:
-            return Health(False, "no control port")
-        agent = AgentClient(f"127.0.0.1:{spec.control_port}", spec.agent_key, spec.screen)
-        return agent.health()
+        socket = desktop_files(spec.desktop_id).agent_socket
+        return AgentClient(f"unix:{socket}", spec.agent_key, spec.screen).health()
 
     def stop(self, spec: DesktopSpec) -> None:
         pidfile = desktop_dir(spec.desktop_id) / "agent.pid"
@@ -177,9 +166,10 @@ class LocalProvider(DesktopProvider):
             groups.add(int(pidfile.read_text()))
         for pgid in groups:
             self._kill(pgid)
+        sandbox.kill_cgroups(spec.desktop_id)
         pidfile.unlink(missing_ok=True)
         if spec.display is not None:
-            self._clear_stale_display(spec.display)
+            sandbox.unlink_display(spec.display)
 
     def control(self, spec: DesktopSpec, endpoint: Endpoint) -> LocalControl:
         return LocalControl(spec, endpoint)
@@ -199,15 +189,3 @@ class LocalProvider(DesktopProvider):
                 if not _alive(pgid):
                     return
                 time.sleep(0.02)
-
-    @staticmethod
-    def _restore_home(home: Path, template: Path) -> None:
-        if home.exists():
-            shutil.rmtree(home)
-        shutil.copytree(template, home, symlinks=True)
-
-    @staticmethod
-    def _clear_stale_display(display: int) -> None:
-        """Remove the X lock and socket a killed Xvfb left behind (it cannot remove them)."""
-        for path in (Path(f"/tmp/.X{display}-lock"), Path(f"/tmp/.X11-unix/X{display}")):
-            path.unlink(missing_ok=True)

@@ -12,7 +12,6 @@ import type { Action } from "./types";
 
 interface Stream {
   url: string;
-  password: string;
   view_only: boolean;
 }
 
@@ -47,7 +46,7 @@ function useDesktopStream(episode: number, enabled: boolean, target: HTMLDivElem
         return;
       }
       if (disposed || target === null) return;
-      rfb = new RFB(target, stream.url, { credentials: { password: stream.password }, shared: true });
+      rfb = new RFB(target, stream.url, { shared: true });
       rfb.viewOnly = true;
       rfb.scaleViewport = true;
       rfb.focusOnClick = false;

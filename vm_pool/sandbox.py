@@ -1,0 +1,391 @@
+"""The sandbox of a local desktop: its own user, namespaces, files and limits.
+
+A local desktop is a security boundary (design §6). Everything on it — Xvfb, the window
+manager, the view-only VNC server, the in-desktop agent, the task's setup and programs, the
+model's and the annotator's actions — runs inside one bubblewrap sandbox:
+
+- as the desktop's own host user (uid ``TANDEM_SANDBOX_UID_BASE`` + its display: no two live
+  desktops share one, and none is a user of the host), seen inside as ``user`` (uid 1000);
+- in new user, PID, mount, IPC, UTS, cgroup and network namespaces: it sees only its own
+  processes, has only a loopback interface of its own (no route to PostgreSQL, Redis, the web
+  server, websockify, other desktops or the host's loopback), and no abstract socket of the
+  host;
+- with the system read-only (``/usr``, ``/etc`` with a ``passwd`` of its own), HOME at
+  ``/home/user`` and a private ``/tmp`` as the only places it can write, no view of the
+  repository, the platform's environment, ``var/`` or other desktops' files;
+- with an environment built from nothing: no ``TANDEM_*``, database, Redis, cloud or other
+  secret variable ever reaches it, not even bubblewrap's own process (PID 1 inside);
+- with limits: at most ``TANDEM_SANDBOX_MAX_PROCESSES`` processes and threads (the kernel's
+  per-user count, exact because the uid is the desktop's alone, and the pids cgroup), and
+  ``TANDEM_SANDBOX_MEMORY_MB`` of memory for all its processes together (a memory cgroup);
+  a fork bomb or a memory hog stays inside.
+
+The platform reaches the desktop through three unix sockets in directories only the desktop's
+user (and root) can open, bound into the sandbox: the X server's socket (linked as
+``/tmp/.X11-unix/X<display>`` on the host, for the in-process XTEST executor and screenshots),
+the agent's HTTP API and the view-only VNC server. No TCP port of a desktop listens on the host.
+
+bubblewrap mounts a desktop's directories as the desktop's user, so the desktops' directory
+(``TANDEM_DESKTOP_ROOT``) and its parents must be searchable by other users (``o+x``); the
+desktop's own directory lets in only root and the desktop's group. The agent's code is copied
+beside them: the sandbox never sees the repository.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from vm_pool.providers.base import DesktopError
+
+INSIDE_UID = 1000
+INSIDE_USER = "user"
+INSIDE_HOME = "/home/user"
+INSIDE_RUN = "/run/tandem"
+INSIDE_DISPLAY = 0
+AGENT_SOCKET = "agent.sock"
+VNC_SOCKET = "vnc.sock"
+TMP_SIZE = 1024 * 1024 * 1024  # the private /tmp is memory, counted in the memory cgroup too
+PACKAGE = Path(__file__).resolve().parent
+# What the agent imports of vm_pool (the capture stack for /observe is the desktop image's).
+AGENT_MODULES = ("__init__.py", "agent.py", "actions.py", "action_space.py", "action_text.py")
+HOST_X11_DIR = Path("/tmp/.X11-unix")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PASSWD = (
+    "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+    f"{INSIDE_USER}:x:{INSIDE_UID}:{INSIDE_UID}:Desktop user:{INSIDE_HOME}:/bin/bash\n"
+    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+)
+GROUP = f"root:x:0:\n{INSIDE_USER}:x:{INSIDE_UID}:\nnogroup:x:65534:\n"
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    processes: int
+    memory_mb: int  # 0: no memory limit
+
+
+@dataclass(frozen=True)
+class DesktopFiles:
+    """Where one desktop's parts live on the host, under a directory only root can open."""
+
+    root: Path
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def x11(self) -> Path:
+        return self.root / "x11"
+
+    @property
+    def run(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def logs(self) -> Path:
+        return self.run / "log"
+
+    @property
+    def agent_socket(self) -> Path:
+        return self.run / AGENT_SOCKET
+
+    @property
+    def vnc_socket(self) -> Path:
+        return self.run / VNC_SOCKET
+
+    @property
+    def x_socket(self) -> Path:
+        return self.x11 / f"X{INSIDE_DISPLAY}"
+
+
+def desktop_uid(base: int, display: int) -> int:
+    return base + display
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise DesktopError(
+            "the local provider runs every desktop as a user of its own and needs root "
+            "(run the desktop worker as root, or use the docker provider)"
+        )
+    if shutil.which("bwrap") is None:
+        raise DesktopError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
+
+
+def prepare_files(files: DesktopFiles, uid: int, home_template: Path) -> None:
+    """A fresh HOME from the template and empty socket directories, owned by the desktop."""
+    _require_searchable(files.root.parent)
+    files.root.mkdir(parents=True, exist_ok=True)
+    os.chown(files.root, 0, uid)
+    files.root.chmod(0o710)  # root and the desktop's group only
+    for path in (files.home, files.x11, files.run):
+        if path.exists():
+            shutil.rmtree(path)
+    shutil.copytree(home_template, files.home, symlinks=True)
+    files.logs.mkdir(parents=True)
+    files.x11.mkdir()
+    for path in (files.home, files.run, files.x11, files.logs):
+        path.chmod(0o700)
+    for directory, dirs, names in os.walk(files.home):
+        for name in [*dirs, *names]:
+            os.lchown(os.path.join(directory, name), uid, uid)
+    for path in (files.home, files.run, files.x11, files.logs):
+        os.chown(path, uid, uid)
+
+
+def _require_searchable(desktops: Path) -> None:
+    desktops.mkdir(parents=True, exist_ok=True)
+    desktops.chmod(0o711)
+    for directory in [desktops, *desktops.parents]:
+        if not directory.stat().st_mode & 0o001:
+            raise DesktopError(
+                f"{directory} is not searchable by other users (chmod o+x), so a desktop's user "
+                f"cannot reach its files under {desktops}; or set TANDEM_DESKTOP_ROOT elsewhere"
+            )
+
+
+def agent_code(desktops: Path) -> Path:
+    """A read-only copy of the agent's modules for the sandboxes, refreshed when they change."""
+    target = desktops / "agent" / "vm_pool"
+    target.mkdir(parents=True, exist_ok=True)
+    for directory in (target.parent, target):
+        directory.chmod(0o755)
+    for name in AGENT_MODULES:
+        source = (PACKAGE / name).read_bytes()
+        copy = target / name
+        if not copy.exists() or copy.read_bytes() != source:
+            partial = copy.with_suffix(".partial")
+            partial.write_bytes(source)
+            partial.chmod(0o644)
+            partial.replace(copy)
+    return target.parent
+
+
+def link_display(files: DesktopFiles, display: int) -> None:
+    """Make the desktop's X socket the host's ``:display`` (for the platform's executor only:
+    the link leads into a directory other host users cannot enter)."""
+    HOST_X11_DIR.mkdir(mode=0o1777, exist_ok=True)
+    link = HOST_X11_DIR / f"X{display}"
+    unlink_display(display)
+    link.symlink_to(files.x_socket)
+
+
+def unlink_display(display: int) -> None:
+    for path in (Path(f"/tmp/.X{display}-lock"), HOST_X11_DIR / f"X{display}"):
+        with suppress(FileNotFoundError):
+            path.unlink()
+
+
+# --- cgroups: the memory and process limits of the whole desktop ------------------------------
+
+
+def _own_cgroup(controller: str) -> str | None:
+    """This process's cgroup path for a v1 controller ("" for v2's unified hierarchy)."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if (controller == "" and controllers == "") or controller in controllers.split(","):
+            return path
+    return None
+
+
+def cgroup_dirs(desktop_id: int) -> list[Path]:
+    """The cgroup directories that hold one desktop (memory and pids; v1 or v2)."""
+    name = f"tandem-desktop-{desktop_id}"
+    if (CGROUP_ROOT / "cgroup.controllers").exists():
+        return [CGROUP_ROOT / "tandem" / name]
+    dirs = []
+    for controller in ("memory", "pids"):
+        own = _own_cgroup(controller)
+        if own is not None and (CGROUP_ROOT / controller).is_dir():
+            dirs.append(CGROUP_ROOT / controller / own.lstrip("/") / name)
+    return dirs
+
+
+def make_cgroups(desktop_id: int, limits: SandboxLimits) -> list[Path]:
+    """Create the desktop's cgroups with its limits; return the ``cgroup.procs`` files to join."""
+    dirs = cgroup_dirs(desktop_id)
+    if not dirs:
+        raise DesktopError("no memory or pids cgroup to limit the desktop with")
+    try:
+        if (CGROUP_ROOT / "cgroup.controllers").exists():
+            parent = dirs[0].parent
+            parent.mkdir(exist_ok=True)
+            (CGROUP_ROOT / "cgroup.subtree_control").write_text("+memory +pids")
+            (parent / "cgroup.subtree_control").write_text("+memory +pids")
+        for directory in dirs:
+            remove_cgroup(directory)
+            directory.mkdir()
+            if (directory / "pids.max").exists():
+                (directory / "pids.max").write_text(str(limits.processes))
+            if limits.memory_mb:
+                memory = str(limits.memory_mb * 1024 * 1024)
+                for knob in ("memory.max", "memory.limit_in_bytes"):
+                    if (directory / knob).exists():
+                        (directory / knob).write_text(memory)
+                if (directory / "memory.swap.max").exists():
+                    (directory / "memory.swap.max").write_text("0")
+    except OSError as error:
+        raise DesktopError(
+            f"cannot make the desktop's cgroup ({error}); set TANDEM_SANDBOX_MEMORY_MB=0 to run "
+            "desktops without a memory limit"
+        ) from error
+    return [directory / "cgroup.procs" for directory in dirs]
+
+
+def kill_cgroups(desktop_id: int) -> None:
+    """Kill whatever is still in the desktop's cgroups and remove them."""
+    for directory in cgroup_dirs(desktop_id):
+        remove_cgroup(directory)
+
+
+def remove_cgroup(directory: Path, kill: int = signal.SIGKILL) -> None:
+    """Kill what is left in a desktop's cgroup, then remove it (a cgroup must be empty)."""
+    if not directory.exists():
+        return
+    for _ in range(100):
+        procs = (directory / "cgroup.procs").read_text().split()
+        if not procs:
+            break
+        for pid in procs:
+            with suppress(ProcessLookupError):
+                os.kill(int(pid), kill)
+        time.sleep(0.02)
+    with suppress(OSError):
+        directory.rmdir()
+
+
+# --- the bubblewrap command line ---------------------------------------------------------------
+
+
+@dataclass
+class Launch:
+    """The command that starts a sandboxed agent, and the descriptors it needs open."""
+
+    argv: list[str]
+    pass_fds: list[int]
+
+
+def _data_fd(text: str) -> int:
+    read, write = os.pipe()
+    os.write(write, text.encode())  # small: fits in the pipe's buffer
+    os.close(write)
+    return read
+
+
+@contextmanager
+def sandbox_command(
+    files: DesktopFiles,
+    uid: int,
+    desktop_id: int,
+    limits: SandboxLimits,
+    cgroup_procs: list[Path],
+) -> Iterator[Launch]:
+    """The command that starts the agent in a new sandbox (its config comes on stdin).
+
+    It is started by root: a shell joins the desktop's cgroups, then ``prlimit`` sets the
+    process limit, ``setpriv`` becomes the desktop's user and ``bwrap`` builds the sandbox.
+    """
+    fds: list[int] = []
+    try:
+        code = agent_code(files.root.parent)
+        passwd, group = _data_fd(PASSWD), _data_fd(GROUP)
+        hostname = f"desktop-{desktop_id}"
+        hosts = _data_fd(f"127.0.0.1 localhost {hostname}\n::1 localhost\n")
+        fds += [passwd, group, hosts]
+        bwrap = [
+            "bwrap",
+            "--unshare-all",  # user, PID, network, IPC, UTS and cgroup namespaces
+            "--die-with-parent",
+            "--new-session",
+            "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID),
+            "--hostname", hostname,
+            "--ro-bind", "/usr", "/usr",
+            "--ro-bind", "/etc", "/etc",
+            "--ro-bind-data", str(passwd), "/etc/passwd",
+            "--ro-bind-data", str(group), "/etc/group",
+            "--ro-bind-data", str(hosts), "/etc/hosts",
+        ]  # fmt: skip
+        for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            path = Path("/") / name
+            if path.is_symlink():
+                bwrap += ["--symlink", os.readlink(path), f"/{name}"]
+            elif path.is_dir():
+                bwrap += ["--ro-bind", str(path), f"/{name}"]
+        bwrap += [
+            "--proc", "/proc",
+            "--dev", "/dev",
+            "--tmpfs", "/dev/shm",
+            "--size", str(TMP_SIZE), "--tmpfs", "/tmp",
+            "--dir", "/var/tmp",
+            "--bind", str(files.x11), "/tmp/.X11-unix",
+            "--bind", str(files.home), INSIDE_HOME,
+            "--bind", str(files.run), INSIDE_RUN,
+            "--ro-bind", str(code), "/opt/tandem",
+            "--chdir", INSIDE_HOME,
+            "--clearenv",
+            "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+            "--setenv", "HOME", INSIDE_HOME,
+            "--setenv", "LANG", "C.UTF-8",
+            "--setenv", "PYTHONPATH", "/opt/tandem",
+            "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+            "/usr/bin/python3", "-m", "vm_pool.agent", "--config", "-",
+        ]  # fmt: skip
+        join = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 111; shift; done; shift; exec "$@"'
+        argv = ["/bin/sh", "-c", join, "tandem-desktop", *map(str, cgroup_procs), "--"]
+        argv += ["prlimit", f"--nproc={limits.processes}:{limits.processes}", "--"]
+        argv += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+        argv += ["--no-new-privs", "--", *bwrap]
+        launch = Launch(argv, fds)
+        yield launch
+    finally:
+        for fd in fds:
+            with suppress(OSError):
+                os.close(fd)
+
+
+def agent_config(files: DesktopFiles, width: int, height: int, key: str,
+                 autostart: list[list[str]]) -> str:  # fmt: skip
+    """The agent's config, as JSON for its stdin; paths are the sandbox's own."""
+    return json.dumps(
+        {
+            "display": INSIDE_DISPLAY,
+            "width": width,
+            "height": height,
+            "listen": f"unix:{INSIDE_RUN}/{AGENT_SOCKET}",
+            "vnc_listen": f"unix:{INSIDE_RUN}/{VNC_SOCKET}",
+            "agent_key": key,
+            "home": INSIDE_HOME,
+            "work_dir": f"{INSIDE_RUN}/log",
+            "autostart": autostart,
+            "window_manager": [
+                "openbox", "--config-file", f"{INSIDE_HOME}/.config/openbox/rc.xml",
+            ],
+            "user": INSIDE_USER,
+        }
+    )  # fmt: skip
+
+
+def start_process(launch: Launch, config: str, log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            launch.argv,
+            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},  # nothing of the platform's
+            cwd="/",
+            stdin=subprocess.PIPE,
+            stdout=out,
+            stderr=out,
+            pass_fds=launch.pass_fds,
+            start_new_session=True,  # one killpg stops the sandbox from the outside
+        )
+    assert process.stdin is not None
+    process.stdin.write(config.encode())
+    process.stdin.close()
+    return process
