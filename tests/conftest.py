@@ -2,12 +2,12 @@
 
 import functools
 import os
-import socket
-from collections.abc import Callable
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from rest_framework.test import APIClient
 
 from annotation.models import Membership, Project
@@ -27,11 +27,10 @@ DISPLAY_BLOCKS, DISPLAY_BLOCK = 40, 25
 
 
 def display_in_use(display: int) -> bool:
-    """An X server or a desktop agent (its control port follows the display) holds it."""
-    if Path(f"/tmp/.X{display}-lock").exists() or Path(f"/tmp/.X11-unix/X{display}").exists():
-        return True
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", settings.TANDEM_CONTROL_PORT_BASE + display)) == 0
+    """An X server or a sandboxed desktop (its X socket is linked there) holds it."""
+    return os.path.lexists(f"/tmp/.X{display}-lock") or os.path.lexists(
+        f"/tmp/.X11-unix/X{display}"
+    )
 
 
 @functools.cache
@@ -50,11 +49,21 @@ def free_display_block() -> tuple[int, int]:
     raise RuntimeError("every test display block is held by a running X server")
 
 
+@pytest.fixture(scope="session")
+def desktop_root() -> Iterator[Path]:
+    """Where this run's desktops keep their files: under /tmp, whose parents every desktop's
+    user can search (pytest's own temporary directory is root's alone)."""
+    root = Path(tempfile.mkdtemp(prefix="tandem-test-desktops-"))
+    root.chmod(0o711)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.fixture(autouse=True)
-def desktop_settings(settings, tmp_path_factory):
+def desktop_settings(settings, desktop_root):
     """Test desktops use their own displays and files."""
     settings.TANDEM_DISPLAY_RANGE = free_display_block()
-    settings.TANDEM_DESKTOP_ROOT = tmp_path_factory.getbasetemp() / "desktops"
+    settings.TANDEM_DESKTOP_ROOT = desktop_root
 
 
 @pytest.fixture

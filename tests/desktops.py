@@ -38,6 +38,30 @@ BUSY_FONT = "DejaVuSans.ttf"
 START_TIMEOUT = 10.0
 
 
+def sandbox_processes(display: int) -> dict[int, str]:
+    """The host pids and command lines of a sandboxed local desktop's processes: those of the
+    desktop's own user (its uid follows its display)."""
+    from django.conf import settings
+
+    uid = settings.TANDEM_SANDBOX_UID_BASE + display
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if proc.stat().st_uid != uid:
+                continue
+            found[int(proc.name)] = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:  # the process ended meanwhile
+            continue
+    return found
+
+
+def sandbox_xvfb(display: int) -> list[int]:
+    """The host pid of a sandboxed desktop's X server (inside, it is display :0)."""
+    return [pid for pid, line in sandbox_processes(display).items() if line.startswith("Xvfb ")]
+
+
 @dataclass(frozen=True)
 class Window:
     """A window's id and its rectangle in screen pixels."""

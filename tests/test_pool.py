@@ -3,7 +3,6 @@
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -11,6 +10,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from backend.notifications import user_group
+from tests.desktops import sandbox_xvfb
 from vm_pool import pool
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 from vm_pool.providers.local import desktop_dir
@@ -56,7 +56,8 @@ def test_displays_are_allocated_from_the_database_without_collisions(template, d
     assert all(
         settings.TANDEM_DISPLAY_RANGE[0] <= d <= settings.TANDEM_DISPLAY_RANGE[1] for d in displays
     )
-    assert [d.vnc_port for d in created] == [settings.TANDEM_VNC_PORT_BASE + d for d in displays]
+    # Local desktops listen on no TCP port: VNC and the agent are unix sockets.
+    assert all(d.vnc_port is None for d in created)
     pool.stop_desktop(created[0].pk)
     # A stopped desktop's display is free again.
     assert pool.create_desktop(template, settings.TANDEM_HOST).display == displays[0]
@@ -79,7 +80,7 @@ def test_release_resets_home_and_rotates_secrets(template, desktops, make_user):
     control = control_of(desktop)
     control.put_file("scratch.txt", b"left behind")
     control.put_file("notes.txt", b"changed")
-    old_password, old_group = desktop.vnc_password, desktop.instance_id
+    old_key, old_group = desktop.agent_key, desktop.instance_id
 
     pool.lease_desktop(template, make_user("ann"), "task:1", 60)
     assert pool.release_desktop(desktop.pk)
@@ -90,7 +91,7 @@ def test_release_resets_home_and_rotates_secrets(template, desktops, make_user):
     assert desktop.status == DesktopStatus.READY
     assert not (home / "scratch.txt").exists()
     assert (home / "notes.txt").read_text() == "template notes\n"
-    assert desktop.vnc_password != old_password and desktop.instance_id != old_group
+    assert desktop.agent_key != old_key and desktop.instance_id != old_group
     assert get_provider("local").health(pool.spec_for(desktop)).ok
 
 
@@ -98,11 +99,7 @@ def test_killed_xvfb_is_found_broken_then_replaced(template, desktops, make_user
     desktop = ready_desktop(template)
     holder = make_user("ann")
     pool.lease_desktop(template, holder, "task:1", 60)
-    xvfb = [
-        int(pid)
-        for pid in os.listdir("/proc")
-        if pid.isdigit() and _cmdline(pid).startswith(f"Xvfb :{desktop.display} ")
-    ]
+    xvfb = sandbox_xvfb(desktop.display)
     assert len(xvfb) == 1
     os.kill(xvfb[0], signal.SIGKILL)
     time.sleep(0.3)
@@ -168,7 +165,8 @@ def test_setup_runs_launch_file_and_command_steps(template, desktops):
 def test_a_launched_program_without_a_window_ends_the_wait_at_its_timeout(template, desktops):
     control = control_of(ready_desktop(template))
     quiet = control.launch(["sleep", "30"], window_timeout=1)
-    assert quiet.window is False and Path(f"/proc/{quiet.pid}").exists()  # still running
+    assert quiet.window is False  # and it is still running, in the desktop's own PID namespace:
+    assert control.run(["kill", "-0", str(quiet.pid)], 5).returncode == 0
     shown = control.launch(["xterm", "-title", "second-term"], window_timeout=10)
     assert shown.window is True
     run_setup(  # a setup step whose program shows no window is not a failure
@@ -194,19 +192,18 @@ def test_unsupported_or_failing_setup_steps_are_named(template, desktops):
         )
 
 
-def _cmdline(pid: str) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def test_setup_opens_a_url_in_the_desktops_browser(template, desktops, tmp_path):
-    page = tmp_path / "welcome.html"
-    page.write_text("<title>Tandem setup page</title><h1>Hello</h1>")
+def test_setup_opens_a_url_in_the_desktops_browser(template, desktops):
     control = control_of(ready_desktop(template))
-    run_setup(
-        control, [{"type": "chrome_open_tabs", "parameters": {"urls_to_open": [page.as_uri()]}}]
+    page = "<title>Tandem setup page</title><h1>Hello</h1>"
+    run_setup(  # the page is a file of the desktop: the browser runs in its sandbox
+        control,
+        [
+            {"type": "file", "parameters": {"path": "~/welcome.html", "content": page}},
+            {
+                "type": "chrome_open_tabs",
+                "parameters": {"urls_to_open": ["file:///home/user/welcome.html"]},
+            },
+        ],
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -5,12 +5,12 @@ import os
 import signal
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from django.conf import settings
 
 from backend.celery import app as celery_app
+from tests.desktops import sandbox_xvfb
 from tests.services import BIN, child_env, running
 from vm_pool import pool
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, host_queue
@@ -58,14 +58,7 @@ def status(desktop_id: int) -> str:
 
 
 def xvfb_count(display: int) -> int:
-    count = 0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        count += cmdline[:2] == [b"Xvfb", f":{display}".encode()]
-    return count
+    return len(sandbox_xvfb(display))
 
 
 def test_release_is_reset_by_the_hosts_worker(host, make_user):

@@ -292,6 +292,8 @@ def sandbox_command(
 
     It is started by root: a shell joins the desktop's cgroups, then ``prlimit`` sets the
     process limit, ``setpriv`` becomes the desktop's user and ``bwrap`` builds the sandbox.
+    The sandbox outlives the worker that started it (a restarted worker finds its desktops
+    running); it is stopped by killing everything in its cgroups.
     """
     fds: list[int] = []
     try:
@@ -303,7 +305,6 @@ def sandbox_command(
         bwrap = [
             "bwrap",
             "--unshare-all",  # user, PID, network, IPC, UTS and cgroup namespaces
-            "--die-with-parent",
             "--new-session",
             "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID),
             "--hostname", hostname,

@@ -10,20 +10,27 @@ sense on a desktop Tandem controls are supported:
 - ``open`` — open a file or folder with its default program (``path``)
 - ``chrome_open_tabs`` — open URLs in the desktop's browser (``urls_to_open``)
 - ``file`` — put a file in place (``path`` and ``content`` or ``content_b64``)
-- ``download`` — put files in place from ``url``s (``files``: [{url, path}]); ``file://`` and
-  ``data:`` URLs are read here, network URLs only where the host can reach them
+- ``download`` — put files in place from ``url``s (``files``: [{url, path}]), fetched by the
+  platform under the rules of ``vm_pool.downloads`` (http and https only, never loopback,
+  private, link-local or metadata addresses, limited in size and time) through the task-file
+  cache, so each file is fetched once
 - ``sleep`` — wait (``seconds``)
 
+Everything runs inside the desktop's sandbox as the desktop's user: commands and programs
+through its agent, files written by the agent, so a task's paths are the desktop's
+(``/home/user/…``, ``~/…``, relative to HOME). A file may be put only under HOME or ``/tmp``.
+
 Every step is checked before any runs: a setup with an unsupported step (OSWorld's
-``googledrive``, ``login``, …) or malformed parameters is refused whole, naming the step.
+``googledrive``, ``login``, …), malformed parameters or a file path that leaves HOME and
+``/tmp`` is refused whole, naming the step.
 """
 
 import base64
 import shlex
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
 from backend.errors import DomainError
@@ -35,6 +42,8 @@ BROWSER = ["chromium", "--no-first-run", "--no-default-browser-check", "--no-san
 COMMAND_TIMEOUT = 120.0
 WINDOW_TIMEOUT = 10.0
 MAX_SLEEP = 60.0
+HOME = "/home/user"  # the desktop user's HOME inside every desktop (OSWorld's convention)
+WRITABLE = ("/home/user", "/tmp")
 
 
 class SetupFailed(DomainError):
@@ -64,11 +73,39 @@ def _argv(step: SetupStep, key: str = "command") -> list[str]:
 
 
 def _fetch(step: SetupStep, url: str) -> bytes:
+    from vm_pool.downloads import DownloadRefused, fetch_task_file
+
     try:
-        with urllib.request.urlopen(url, timeout=30) as response:
-            return response.read()
-    except (OSError, ValueError) as error:
-        raise SetupFailed(f"{step.name()}: cannot fetch {url}: {error}") from error
+        return fetch_task_file(url)
+    except DownloadRefused as error:
+        raise SetupFailed(f"{step.name()}: {url}: {error}") from error
+
+
+def check_desktop_path(step: SetupStep, path: object) -> str:
+    """A file path of the desktop that stays in HOME or /tmp, as far as its text shows (the
+    agent checks symlinks where the file is written)."""
+    if not isinstance(path, str) or not path.strip():
+        raise SetupFailed(f"{step.name()}: 'path' must be a non-empty string")
+    if "\x00" in path:
+        raise SetupFailed(f"{step.name()}: {path!r} holds a NUL character")
+    parts = PurePosixPath(path).parts
+    if ".." in parts:
+        raise SetupFailed(f"{step.name()}: {path!r}: '..' is not allowed in a desktop path")
+    if path.startswith("/") and not any(
+        path == root or path.startswith(root + "/") for root in WRITABLE
+    ):
+        raise SetupFailed(
+            f"{step.name()}: {path!r} is outside the desktop user's HOME ({HOME}) and /tmp"
+        )
+    return path
+
+
+def _file_paths(step: SetupStep) -> list[object]:
+    if step.type == "file":
+        return [step.parameters.get("path")]
+    if step.type == "download" and isinstance(step.parameters.get("files"), list):
+        return [f.get("path") for f in step.parameters["files"] if isinstance(f, dict)]
+    return []
 
 
 def _window_timeout(step: SetupStep) -> float:
@@ -105,9 +142,7 @@ def _open_tabs(control: DesktopControl, step: SetupStep) -> None:
 
 
 def _file(control: DesktopControl, step: SetupStep) -> None:
-    path = step.parameters.get("path")
-    if not isinstance(path, str) or not path:
-        raise SetupFailed(f"{step.name()}: 'path' must be a non-empty string")
+    path = check_desktop_path(step, step.parameters.get("path"))
     if isinstance(step.parameters.get("content"), str):
         data = step.parameters["content"].encode()
     elif isinstance(step.parameters.get("content_b64"), str):
@@ -126,7 +161,7 @@ def _download(control: DesktopControl, step: SetupStep) -> None:
             isinstance(item.get(k), str) for k in ("url", "path")
         ):
             raise SetupFailed(f"{step.name()}: each file needs a 'url' and a 'path'")
-        control.put_file(item["path"], _fetch(step, item["url"]))
+        control.put_file(check_desktop_path(step, item["path"]), _fetch(step, item["url"]))
 
 
 def _sleep(control: DesktopControl, step: SetupStep) -> None:
@@ -162,6 +197,8 @@ def parse_setup(setup: list[dict[str, Any]]) -> list[SetupStep]:
                 f"{step.name()} is not supported on this desktop; supported: "
                 + ", ".join(sorted(RUNNERS))
             )
+        for path in _file_paths(step):
+            check_desktop_path(step, path)
         steps.append(step)
     return steps
 

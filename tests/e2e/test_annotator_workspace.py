@@ -36,6 +36,7 @@ from annotation.models import Decision, Episode, EpisodeOutcome, Project, Step, 
 from backend.accounts.models import User
 from backend.accounts.roles import Role
 from tests.conftest import PASSWORD
+from tests.desktops import sandbox_xvfb
 from tests.e2e.browser import BrowserErrors, accessibility_problems, chromium
 from tests.e2e.manager_flow import check_manager_and_reviewer
 from tests.fake_model_server import FakeModelServer, Reply, serving
@@ -405,9 +406,9 @@ def test_a_failed_desktop_is_shown_and_the_episode_abandoned(host, project, monk
 
         desktop = Episode.objects.select_related("desktop").get(pk=episode_id).desktop
         assert desktop is not None
-        for pid in os.listdir("/proc"):
-            if pid.isdigit() and command_line(pid).startswith(f"Xvfb :{desktop.display} "):
-                os.kill(int(pid), signal.SIGKILL)
+        assert desktop.display is not None
+        for pid in sandbox_xvfb(desktop.display):
+            os.kill(pid, signal.SIGKILL)
         eventually(lambda: off_the_loop(pool.check_health, host) == [desktop.pk], "the failure")
 
         expect(page.get_by_test_id("phase")).to_have_text("Desktop failed", timeout=30_000)
@@ -436,10 +437,3 @@ def off_the_loop(function: Callable[..., T], *args: Any) -> T:
 
     with ThreadPoolExecutor(1) as thread:
         return thread.submit(call).result()
-
-
-def command_line(pid: str) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:  # the process ended meanwhile
-        return ""
