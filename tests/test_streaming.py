@@ -30,7 +30,6 @@ from vm_pool.streaming import (
     StreamNotAllowed,
     issue_stream_token,
     resolve_stream_token,
-    stream_password,
 )
 
 CLIENT_DIR = Path(__file__).resolve().parent / "vnc_client"
@@ -147,8 +146,8 @@ class VncClient:
     def __init__(self, page) -> None:
         self.page = page
 
-    def open(self, url: str, password: str) -> None:
-        self.page.evaluate("([url, password]) => openStream(url, password)", [url, password])
+    def open(self, url: str) -> None:
+        self.page.evaluate("(url) => openStream(url)", url)
 
     @property
     def state(self) -> str:
@@ -222,9 +221,9 @@ def rfb_banner(url: str) -> bytes:
 def test_lease_holder_sees_the_desktop_in_novnc(desktop, websockify, vnc_client, make_user):
     ann = make_user("ann")
     lease(desktop, ann)
-    clear, token = issue_stream_token(desktop, ann, view_only=False)
+    clear, token = issue_stream_token(desktop, ann, view_only=True)
     client = vnc_client()
-    client.open(stream_url(websockify, clear), stream_password(token))
+    client.open(stream_url(websockify, clear))  # no password: the browser holds no VNC secret
     client.wait_for("connected")
     pixel = client.wait_for_root_colour()
     assert (pixel["width"], pixel["height"]) == (desktop.width, desktop.height) == (800, 600)
@@ -233,43 +232,42 @@ def test_lease_holder_sees_the_desktop_in_novnc(desktop, websockify, vnc_client,
 
 
 @streams
-def test_view_only_stream_cannot_move_the_pointer_but_control_can(
+def test_no_stream_moves_the_pointer_and_no_control_token_is_issued(
     desktop, websockify, vnc_client, make_user
 ):
     ann, manager = make_user("ann"), make_user("manager", is_staff=True)
     lease(desktop, ann)
     start = pointer_of(desktop)
 
-    watch_token, watch = issue_stream_token(desktop, manager, view_only=True)
-    watcher = vnc_client()
-    watcher.open(stream_url(websockify, watch_token), stream_password(watch))
-    watcher.wait_for("connected")
-    watcher.wait_for_root_colour()
-    for x, y in [(100, 100), (150, 120), (200, 140)]:
-        watcher.move_pointer(x, y)
-    time.sleep(1.0)  # x11vnc handles a control client's pointer in well under 100 ms
-    assert pointer_of(desktop) == start
-    assert watcher.state == "connected"  # input is ignored, the picture keeps coming
+    # The lease holder's own stream and a watcher's: noVNC sends their pointer moves, the
+    # view-only VNC server the tokens lead to ignores them.
+    for user in (ann, manager):
+        clear, _ = issue_stream_token(desktop, user, view_only=True)
+        client = vnc_client()
+        client.open(stream_url(websockify, clear))
+        client.wait_for("connected")
+        client.wait_for_root_colour()
+        for x, y in [(100, 100), (150, 120), (321, 234)]:
+            client.move_pointer(x, y)
+        time.sleep(1.0)  # x11vnc handles a control client's pointer in well under 100 ms
+        assert pointer_of(desktop) == start
+        assert client.state == "connected"  # input is ignored, the picture keeps coming
 
-    control_token, control = issue_stream_token(desktop, ann, view_only=False)
-    driver = vnc_client()
-    driver.open(stream_url(websockify, control_token), stream_password(control))
-    driver.wait_for("connected")
-    driver.wait_for_root_colour()
-    driver.move_pointer(321, 234)
-    deadline = time.monotonic() + 5
-    while pointer_of(desktop) != (321, 234):
-        assert time.monotonic() < deadline, f"pointer stayed at {pointer_of(desktop)}"
-        time.sleep(0.05)
+    with pytest.raises(StreamNotAllowed, match="view-only"):
+        issue_stream_token(desktop, ann, view_only=False)
+    # A control token written straight into the database leads nowhere either.
+    forged, _ = issue_stream_token(desktop, ann, view_only=True)
+    StreamToken.objects.filter(user=ann).update(view_only=False)
+    assert refused(stream_url(websockify, forged))
 
 
 @streams
 def test_release_then_reset_closes_the_open_stream(desktop, websockify, vnc_client, make_user):
     ann = make_user("ann")
     lease(desktop, ann)
-    clear, token = issue_stream_token(desktop, ann, view_only=False)
+    clear, token = issue_stream_token(desktop, ann, view_only=True)
     client = vnc_client()
-    client.open(stream_url(websockify, clear), stream_password(token))
+    client.open(stream_url(websockify, clear))
     client.wait_for("connected")
     client.wait_for_root_colour()
 
@@ -288,12 +286,12 @@ def test_release_then_reset_closes_the_open_stream(desktop, websockify, vnc_clie
 def test_unknown_or_missing_token_is_refused(desktop, websockify, vnc_client, make_user):
     ann = make_user("ann")
     lease(desktop, ann)
-    issue_stream_token(desktop, ann, view_only=False)
+    issue_stream_token(desktop, ann, view_only=True)
     assert refused(stream_url(websockify, "not-a-token"))
     assert refused(f"{websockify}/websockify")
 
     client = vnc_client()
-    client.open(stream_url(websockify, "not-a-token"), desktop.vnc_password)
+    client.open(stream_url(websockify, "not-a-token"))
     client.wait_for("disconnected")
     assert client.page.evaluate("window.vnc.everConnected") is False
 
@@ -304,7 +302,7 @@ def test_expired_token_opens_no_new_connection_but_the_open_stream_goes_on(
 ):
     ann = make_user("ann")
     lease(desktop, ann)
-    clear, token = issue_stream_token(desktop, ann, view_only=False)
+    clear, token = issue_stream_token(desktop, ann, view_only=True)
     url = stream_url(websockify, clear)
     with connect(url, open_timeout=5) as open_stream:
         assert open_stream.recv(timeout=5) == RFB_BANNER
@@ -314,21 +312,22 @@ def test_expired_token_opens_no_new_connection_but_the_open_stream_goes_on(
         assert refused(url)
         open_stream.send(RFB_BANNER)
         security_types = open_stream.recv(timeout=5)
-        assert security_types[0] >= 1  # the server goes on with the handshake: VNC auth offered
+        # The server goes on with the handshake, offering "None": the socket is the secret.
+        assert security_types[0] == 1 and security_types[1:2] == b"\x01"
 
 
 @streams
 def test_token_of_the_previous_lease_is_refused_for_the_next_holder(desktop, websockify, make_user):
     ann, bob = make_user("ann"), make_user("bob")
     lease(desktop, ann)
-    ann_token, _ = issue_stream_token(desktop, ann, view_only=False)
+    ann_token, _ = issue_stream_token(desktop, ann, view_only=True)
     assert rfb_banner(stream_url(websockify, ann_token)) == RFB_BANNER
     pool.release_desktop(desktop.pk, ann)
     pool.reset_desktop(desktop.pk)
     lease(desktop, bob)
 
     assert refused(stream_url(websockify, ann_token))
-    bob_token, _ = issue_stream_token(desktop, bob, view_only=False)
+    bob_token, _ = issue_stream_token(desktop, bob, view_only=True)
     assert rfb_banner(stream_url(websockify, bob_token)) == RFB_BANNER
 
 
@@ -346,9 +345,7 @@ def leased_row(make_user) -> Desktop:
         provider="local",
         status=DesktopStatus.LEASED,
         display=150,
-        vnc_port=16050,
-        vnc_password="full1234",
-        vnc_view_password="view5678",
+        vnc_socket="/var/lib/tandem/desktops/desktop-1/run/vnc.sock",
         width=1280,
         height=800,
         leased_by=make_user("holder"),
@@ -359,25 +356,32 @@ def leased_row(make_user) -> Desktop:
 
 
 @pytest.mark.django_db
-def test_only_the_lease_holder_gets_a_control_token(leased_row, make_user):
-    with pytest.raises(StreamNotAllowed):
-        issue_stream_token(leased_row, make_user("someone"), view_only=False)
-    clear, token = issue_stream_token(leased_row, leased_row.leased_by, view_only=False)
-    assert not token.view_only and stream_password(token) == "full1234"
-    assert resolve_stream_token(clear) == ("127.0.0.1", 16050)
+def test_no_one_gets_a_control_token_not_even_the_lease_holder(leased_row, make_user):
+    for user in (leased_row.leased_by, make_user("someone")):
+        with pytest.raises(StreamNotAllowed):
+            issue_stream_token(leased_row, user, view_only=False)
+    assert not StreamToken.objects.exists()
 
 
 @pytest.mark.django_db
-def test_view_only_token_comes_with_the_view_only_password(leased_row, make_user):
+def test_a_token_leads_to_the_desktops_view_only_socket(leased_row, make_user):
     clear, token = issue_stream_token(leased_row, make_user("watcher"), view_only=True)
-    assert token.view_only and stream_password(token) == "view5678"
-    assert token.generation == leased_row.generation
-    assert resolve_stream_token(clear) == ("127.0.0.1", 16050)
+    assert token.view_only and token.generation == leased_row.generation
+    assert resolve_stream_token(clear) == ("unix_socket", leased_row.vnc_socket)
+
+
+@pytest.mark.django_db
+def test_a_token_of_a_container_desktop_leads_to_its_published_port(leased_row, make_user):
+    Desktop.objects.filter(pk=leased_row.pk).update(
+        vnc_socket="", vnc_host="127.0.0.1", vnc_port=32768
+    )
+    clear, _ = issue_stream_token(leased_row, make_user("watcher"), view_only=True)
+    assert resolve_stream_token(clear) == ("127.0.0.1", 32768)
 
 
 @pytest.mark.django_db
 def test_only_the_token_hash_is_stored(leased_row):
-    clear, token = issue_stream_token(leased_row, leased_row.leased_by, view_only=False)
+    clear, token = issue_stream_token(leased_row, leased_row.leased_by, view_only=True)
     stored = StreamToken.objects.get(pk=token.pk)
     assert clear not in stored.token_hash and len(stored.token_hash) == 64
 
@@ -386,13 +390,13 @@ def test_only_the_token_hash_is_stored(leased_row):
 def test_token_lives_the_configured_seconds(leased_row, settings):
     settings.TANDEM_STREAM_TOKEN_SECONDS = 7
     before = timezone.now()
-    _, token = issue_stream_token(leased_row, leased_row.leased_by, view_only=False)
+    _, token = issue_stream_token(leased_row, leased_row.leased_by, view_only=True)
     assert timedelta(seconds=6) < token.expires_at - before <= timedelta(seconds=8)
 
 
 @pytest.mark.django_db
 def test_desktop_that_is_resetting_cannot_be_streamed(leased_row):
-    clear, _ = issue_stream_token(leased_row, leased_row.leased_by, view_only=False)
+    clear, _ = issue_stream_token(leased_row, leased_row.leased_by, view_only=True)
     holder = leased_row.leased_by
     assert pool.release_desktop(leased_row.pk)
     assert resolve_stream_token(clear) is None
@@ -402,7 +406,7 @@ def test_desktop_that_is_resetting_cannot_be_streamed(leased_row):
 
 @pytest.mark.django_db
 def test_token_of_an_inactive_user_resolves_to_nothing(leased_row):
-    clear, _ = issue_stream_token(leased_row, leased_row.leased_by, view_only=False)
+    clear, _ = issue_stream_token(leased_row, leased_row.leased_by, view_only=True)
     User.objects.filter(pk=leased_row.leased_by_id).update(is_active=False)
     assert resolve_stream_token(clear) is None
 
@@ -411,22 +415,25 @@ def test_token_of_an_inactive_user_resolves_to_nothing(leased_row):
 
 
 @pytest.mark.django_db
-def test_holder_gets_a_control_stream(leased_row, client_for):
+def test_holder_gets_a_view_only_stream_with_no_password_in_it(leased_row, client_for):
     response = client_for(leased_row.leased_by).post(f"/api/desktops/{leased_row.pk}/stream/")
     assert response.status_code == 201, response.json()
     body = response.json()
-    assert body["view_only"] is False and body["password"] == "full1234"
+    assert set(body) == {"url", "token", "view_only", "expires_at"}
+    assert body["view_only"] is True
     assert body["url"] == f"ws://127.0.0.1:6080/websockify?token={body['token']}"
-    assert resolve_stream_token(body["token"]) == ("127.0.0.1", 16050)
-    assert set(body) == {"url", "token", "password", "view_only", "expires_at"}
+    assert resolve_stream_token(body["token"]) == ("unix_socket", leased_row.vnc_socket)
+    assert "vnc.sock" not in response.content.decode()  # nor where the desktop is
 
 
 @pytest.mark.django_db
-def test_holder_may_ask_for_a_view_only_stream(leased_row, client_for):
+def test_holder_asking_for_control_is_refused(leased_row, client_for):
     client = client_for(leased_row.leased_by)
-    response = client.post(f"/api/desktops/{leased_row.pk}/stream/", {"view_only": True})
-    assert response.status_code == 201
-    assert response.json()["view_only"] is True and response.json()["password"] == "view5678"
+    response = client.post(f"/api/desktops/{leased_row.pk}/stream/", {"view_only": False})
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "stream_not_allowed"
+    assert "recorded decision" in response.json()["error"]["message"]
+    assert not StreamToken.objects.exists()
 
 
 @pytest.mark.django_db
@@ -442,7 +449,7 @@ def test_staff_and_admins_get_view_only_streams(leased_row, client_for, make_use
     client = client_for(make_user("watcher", **flags))
     response = client.post(f"/api/desktops/{leased_row.pk}/stream/")
     assert response.status_code == 201
-    assert response.json()["view_only"] is True and response.json()["password"] == "view5678"
+    assert response.json()["view_only"] is True and "password" not in response.json()
     denied = client.post(f"/api/desktops/{leased_row.pk}/stream/", {"view_only": False})
     assert denied.status_code == 403
     assert denied.json()["error"]["code"] == "stream_not_allowed"

@@ -154,6 +154,7 @@ class Desktop:
     def start(self) -> None:
         c = self.config
         Path(self.env["XDG_RUNTIME_DIR"]).mkdir(mode=0o700, parents=True, exist_ok=True)
+        Path(c.work_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
         self.spawn(
             "xvfb",
             [

@@ -90,10 +90,6 @@ class DesktopFiles:
         return self.root / "run"
 
     @property
-    def logs(self) -> Path:
-        return self.run / "log"
-
-    @property
     def agent_socket(self) -> Path:
         return self.run / AGENT_SOCKET
 
@@ -130,15 +126,23 @@ def prepare_files(files: DesktopFiles, uid: int, home_template: Path) -> None:
         if path.exists():
             shutil.rmtree(path)
     shutil.copytree(home_template, files.home, symlinks=True)
-    files.logs.mkdir(parents=True)
+    files.run.mkdir()
     files.x11.mkdir()
-    for path in (files.home, files.run, files.x11, files.logs):
+    for path in (files.home, files.run, files.x11):
         path.chmod(0o700)
     for directory, dirs, names in os.walk(files.home):
         for name in [*dirs, *names]:
             os.lchown(os.path.join(directory, name), uid, uid)
-    for path in (files.home, files.run, files.x11, files.logs):
+    for path in (files.home, files.run, files.x11):
         os.chown(path, uid, uid)
+
+
+def seal(files: DesktopFiles) -> None:
+    """Once the desktop's sockets exist, its socket directories become root's: its programs
+    can still connect to them but never replace them."""
+    for path in (files.run, files.x11):
+        os.chown(path, 0, 0)
+        path.chmod(0o711)
 
 
 def _require_searchable(desktops: Path) -> None:
@@ -325,11 +329,14 @@ def sandbox_command(
             "--dev", "/dev",
             "--tmpfs", "/dev/shm",
             "--size", str(TMP_SIZE), "--tmpfs", "/tmp",
-            "--dir", "/var/tmp",
+            "--symlink", "/tmp", "/var/tmp",
             "--bind", str(files.x11), "/tmp/.X11-unix",
             "--bind", str(files.home), INSIDE_HOME,
             "--bind", str(files.run), INSIDE_RUN,
             "--ro-bind", str(code), "/opt/tandem",
+            # The sandbox's own root, /run, /var and /dev hold nothing to write to.
+            "--remount-ro", "/dev",
+            "--remount-ro", "/",
             "--chdir", INSIDE_HOME,
             "--clearenv",
             "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
@@ -364,7 +371,7 @@ def agent_config(files: DesktopFiles, width: int, height: int, key: str,
             "vnc_listen": f"unix:{INSIDE_RUN}/{VNC_SOCKET}",
             "agent_key": key,
             "home": INSIDE_HOME,
-            "work_dir": f"{INSIDE_RUN}/log",
+            "work_dir": "/tmp/.tandem-log",  # the desktop's own: gone with it
             "autostart": autostart,
             "window_manager": [
                 "openbox", "--config-file", f"{INSIDE_HOME}/.config/openbox/rc.xml",

@@ -144,6 +144,7 @@ class LocalProvider(DesktopProvider):
                 self.stop(spec)
                 raise DesktopError(f"desktop {spec.desktop_id} failed to start: {tail}")
             if files.agent_socket.exists() and agent.health(timeout=0.5).ok:
+                sandbox.seal(files)
                 return endpoint
             time.sleep(0.02)
         self.stop(spec)
