@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from annotation.models import Episode, EpisodeOutcome, Project, Task, TaskStatus
 from backend.accounts.roles import Role
-from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
+from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, StreamToken
 
 ROLES = [
     "anonymous",
@@ -299,14 +299,18 @@ def test_denied_requests_change_nothing(world, client_for):
 
 
 @pytest.mark.django_db
-def test_only_the_episodes_annotator_gets_control_of_its_stream(world, client_for):
-    modes = {
-        role: client_for(world.users[role])
-        .post(f"/api/episodes/{world.running.pk}/stream/")
-        .json()["view_only"]
+def test_every_stream_of_an_episode_is_view_only_and_holds_no_password(world, client_for):
+    bodies = {
+        role: client_for(world.users[role]).post(f"/api/episodes/{world.running.pk}/stream/")
         for role in ("owner", "reviewer", "manager", "admin")
     }
-    assert modes == {"owner": False, "reviewer": True, "manager": True, "admin": True}
+    assert {role: r.status_code for role, r in bodies.items()} == dict.fromkeys(bodies, 201)
+    # The annotator's workspace too: the desktop changes only through recorded decisions.
+    assert all(r.json()["view_only"] is True for r in bodies.values())
+    assert all(
+        set(r.json()) == {"url", "token", "view_only", "expires_at"} for r in bodies.values()
+    )
+    assert StreamToken.objects.filter(view_only=False).count() == 0
 
 
 @pytest.mark.django_db

@@ -72,8 +72,6 @@ def spec(ami) -> DesktopSpec:
     return DesktopSpec(
         desktop_id=17,
         screen=ScreenSize(1280, 800),
-        vnc_password="Vnc4Ctrl",
-        vnc_view_password="Vnc4View",
         agent_key="fedcba9876543210fedcba9876543210",
         autostart=(("mousepad",),),
         image=ami,
@@ -81,7 +79,7 @@ def spec(ami) -> DesktopSpec:
 
 
 def secrets_of(spec: DesktopSpec) -> list[str]:
-    return [spec.vnc_password, spec.vnc_view_password, spec.agent_key]
+    return [spec.agent_key]
 
 
 def instances_of(ec2, desktop_id: int) -> list[dict]:
@@ -151,7 +149,7 @@ def test_user_data_writes_the_agent_config_and_starts_the_agent(ec2, spec):
     config = config_in(script)
     assert config == desktop_image.agent_config(spec)
     loaded = AgentConfig(**config)
-    assert (loaded.vnc_password, loaded.agent_key) == (spec.vnc_password, spec.agent_key)
+    assert loaded.agent_key == spec.agent_key
     assert loaded.autostart == [["mousepad"]]
     assert f"cat > {desktop_image.CONFIG_PATH} <<'TANDEM_AGENT_CONFIG'" in script
     assert "chown tandem:tandem /etc/tandem/agent.json" in script
@@ -203,7 +201,7 @@ def test_start_gives_up_on_an_agent_that_never_answers_and_terminates_its_instan
 
 def test_reset_terminates_the_old_instance_and_runs_a_new_one(ec2, spec):
     old = AwsProvider().run_instance(spec)
-    fresh = replace(spec, vnc_password="New4Ctrl", agent_key="0" * 32)
+    fresh = replace(spec, agent_key="0" * 32)
 
     # The new instance's agent never answers here either, so the reset ends in an error.
     with pytest.raises(DesktopError, match="agent did not answer"):

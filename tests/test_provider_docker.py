@@ -43,12 +43,10 @@ API_VERSION = "1.44"
 SPEC = DesktopSpec(
     desktop_id=42,
     screen=ScreenSize(1280, 800),
-    vnc_password="Vnc4Ctrl",
-    vnc_view_password="Vnc4View",
     agent_key="0123456789abcdef0123456789abcdef",
     autostart=(("xterm",),),
 )
-SECRETS = [SPEC.vnc_password, SPEC.vnc_view_password, SPEC.agent_key]
+SECRETS = [SPEC.agent_key]
 
 
 def create_request(spec: DesktopSpec) -> tuple[str, dict]:
@@ -155,8 +153,8 @@ def test_the_agent_config_is_copied_in_as_a_file_only_the_desktop_user_reads():
 
 def test_the_agent_config_binds_inside_the_container_and_loads_in_the_agent():
     config = AgentConfig(**desktop_image.agent_config(SPEC))
-    assert (config.control_host, config.control_port) == ("0.0.0.0", desktop_image.CONTROL_PORT)
-    assert (config.vnc_listen, config.vnc_port) == ("0.0.0.0", desktop_image.VNC_PORT)
+    assert config.listen == f"0.0.0.0:{desktop_image.CONTROL_PORT}"
+    assert config.vnc_listen == f"0.0.0.0:{desktop_image.VNC_PORT}"  # view-only, no password
     assert (config.width, config.height) == (1280, 800)
     assert config.agent_key == SPEC.agent_key
     assert config.autostart == [["xterm"]]
