@@ -216,6 +216,16 @@ TANDEM_IMPORT_MAX_BYTES = env_int("TANDEM_IMPORT_MAX_BYTES", 10 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = TANDEM_IMPORT_MAX_BYTES + 64 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 
+# Files a task's setup downloads (vm_pool.downloads), fetched by the platform: at most
+# TANDEM_DOWNLOAD_MAX_BYTES each, within TANDEM_DOWNLOAD_TIMEOUT_SECONDS, never from loopback,
+# private or metadata addresses. TANDEM_DOWNLOAD_ALLOWED_HOSTS ("host:port,…") names a
+# deployment's own file mirror, which may be on loopback or a private network (never metadata).
+TANDEM_DOWNLOAD_MAX_BYTES = env_int("TANDEM_DOWNLOAD_MAX_BYTES", 100 * 1024 * 1024)
+TANDEM_DOWNLOAD_TIMEOUT_SECONDS = env_int("TANDEM_DOWNLOAD_TIMEOUT_SECONDS", 60)
+TANDEM_DOWNLOAD_ALLOWED_HOSTS = [
+    h.strip().lower() for h in env("TANDEM_DOWNLOAD_ALLOWED_HOSTS", "").split(",") if h.strip()
+]
+
 # The queue: how long a claim holds a task without a heartbeat, and how often lapsed leases
 # are returned to the queue.
 TANDEM_LEASE_SECONDS = env_int("TANDEM_LEASE_SECONDS", 120)

@@ -29,6 +29,7 @@ from annotation.api_stats import (
 from backend import views
 from backend.accounts.api import AccessTokenViewSet, MeView
 from vm_pool.api import DesktopViewSet
+from vm_pool.api_task_files import TaskFileViewSet
 
 router = DefaultRouter()
 router.register("projects", ProjectViewSet, basename="project")
@@ -40,6 +41,7 @@ router.register("finetune-jobs", FineTuneJobViewSet, basename="finetune-job")
 router.register("model-versions", ModelVersionViewSet, basename="model-version")
 router.register("tokens", AccessTokenViewSet, basename="token")
 router.register("desktops", DesktopViewSet, basename="desktop")
+router.register("task-files", TaskFileViewSet, basename="task-file")
 
 admin.site.site_header = "Tandem administration"
 admin.site.site_title = "Tandem"

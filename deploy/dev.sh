@@ -19,6 +19,9 @@ APT_PACKAGES=(
   # desktops: the X server, window manager, VNC server and the template's programs
   xvfb openbox x11vnc xterm mousepad pcmanfm chromium x11-utils x11-xserver-utils xdg-utils
   fonts-dejavu-core
+  # each desktop's sandbox (bubblewrap), the agent's window list inside it (the system's python3
+  # with python-xlib), and user-mode networking for desktops allowed on the internet
+  bubblewrap python3-xlib slirp4netns nftables
   # X tools the tests drive
   xclip xdotool
   # the baseline proposer reads the screen with OCR

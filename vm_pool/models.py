@@ -188,3 +188,38 @@ class DesktopHost(models.Model):
 
 def host_queue(host: str) -> str:
     return f"desktops.{host}"
+
+
+class TaskFile(models.Model):
+    """A file a task's setup downloads, kept by URL so that it is fetched once.
+
+    The content is stored once per SHA-256, at ``task-files/<sha256>``, through Django's storage
+    API. A manager may upload it for a URL instead, where the platform cannot reach the URL.
+    """
+
+    class Source(models.TextChoices):
+        FETCHED = "fetched"
+        UPLOADED = "uploaded"
+
+    url = models.TextField()
+    url_sha256 = models.CharField(
+        max_length=64, unique=True, help_text="SHA-256 of the URL: the lookup key."
+    )
+    sha256 = models.CharField(max_length=64, db_index=True, help_text="SHA-256 of the content.")
+    size_bytes = models.PositiveBigIntegerField()
+    file = models.FileField(max_length=200)
+    source = models.CharField(max_length=16, choices=Source.choices)
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.url} ({self.size_bytes} bytes, {self.source})"

@@ -34,6 +34,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from backend.errors import DomainError
+from vm_pool.downloads import DownloadRefused, fetch_task_file
 from vm_pool.providers.base import DesktopControl, DesktopError
 
 BROWSER = ["chromium", "--no-first-run", "--no-default-browser-check", "--no-sandbox",
@@ -73,8 +74,6 @@ def _argv(step: SetupStep, key: str = "command") -> list[str]:
 
 
 def _fetch(step: SetupStep, url: str) -> bytes:
-    from vm_pool.downloads import DownloadRefused, fetch_task_file
-
     try:
         return fetch_task_file(url)
     except DownloadRefused as error:

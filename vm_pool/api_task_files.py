@@ -1,0 +1,98 @@
+"""The task-file API, ``/api/task-files/``: the files kept for tasks' downloads, by URL (design §6).
+
+- ``GET /api/task-files/?url=<url>``: the files kept (url, sha256, size_bytes, source,
+  uploaded_by, created_at).
+- ``POST /api/task-files/`` multipart ``{url, file}``: keep ``file`` as the file at ``url``,
+  replacing what was kept for that URL; setups then use it and never fetch the URL. This is how
+  a platform with no way out to the internet gets OSWorld's files.
+- ``DELETE /api/task-files/{id}/``: forget it; the next setup that needs it fetches the URL.
+
+Project managers and admins, the people who import tasks, may do all three; everyone else gets
+"permission denied". Tokens need ``tasks:read`` or ``tasks:write``.
+"""
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, permissions, serializers, status, viewsets
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from backend.accounts.permissions import TokenScopePermission
+from backend.accounts.roles import Capability, role_allows
+from vm_pool import downloads
+from vm_pool.models import TaskFile
+
+# Room for the multipart envelope and the url field around the file itself.
+MULTIPART_OVERHEAD_BYTES = 64 * 1024
+
+
+class ImportsTasks(permissions.BasePermission):
+    message = "Only project managers and admins manage task files."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        user = request.user
+        if user.is_superuser or user.can_create_projects:
+            return True
+        roles = user.memberships.values_list("role", flat=True)
+        return any(role_allows(role, Capability.MANAGE_TASKS) for role in roles)
+
+
+class TaskFileSerializer(serializers.ModelSerializer):
+    uploaded_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = TaskFile
+        fields = ["id", "url", "sha256", "size_bytes", "source", "uploaded_by", "created_at"]
+        read_only_fields = fields
+
+
+class TaskFileUploadSerializer(serializers.Serializer):
+    url = serializers.CharField(help_text="The http(s) URL a task's download step names.")
+    file = serializers.FileField(allow_empty_file=True)
+
+    def validate_url(self, url: str) -> str:
+        try:
+            downloads.check_url(url)
+        except downloads.DownloadRefused as refusal:
+            raise serializers.ValidationError(refusal.message) from None
+        return url
+
+
+class TaskFileViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
+    serializer_class = TaskFileSerializer
+    permission_classes = [permissions.IsAuthenticated, TokenScopePermission, ImportsTasks]
+    parser_classes = [MultiPartParser, FormParser]
+    token_resource = "tasks"
+    filterset_fields = ["url", "sha256", "source"]
+    ordering_fields = ["created_at", "size_bytes"]
+
+    def get_queryset(self) -> QuerySet[TaskFile]:
+        return TaskFile.objects.select_related("uploaded_by")
+
+    @extend_schema(
+        request={"multipart/form-data": TaskFileUploadSerializer},
+        responses={201: TaskFileSerializer},
+    )
+    def create(self, request: Request) -> Response:
+        limit = settings.TANDEM_DOWNLOAD_MAX_BYTES
+        too_large = RequestDataTooBig(f"The file is {downloads.size_limit_text(limit)}.")
+        # Refused before the body is parsed, so an oversized upload is never spooled to disk.
+        if int(request.META.get("CONTENT_LENGTH") or 0) > limit + MULTIPART_OVERHEAD_BYTES:
+            raise too_large
+        body = TaskFileUploadSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        upload = body.validated_data["file"]
+        if upload.size > limit:
+            raise too_large
+        task_file = downloads.store_task_file(
+            body.validated_data["url"], upload.read(), TaskFile.Source.UPLOADED, request.user
+        )
+        return Response(TaskFileSerializer(task_file).data, status=status.HTTP_201_CREATED)
+
+    def perform_destroy(self, instance: TaskFile) -> None:
+        downloads.delete_task_file(instance)
