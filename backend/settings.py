@@ -263,6 +263,10 @@ TANDEM_SANDBOX_UID_BASE = env_int("TANDEM_SANDBOX_UID_BASE", 200000)
 # Per local desktop: processes (and threads) of its user, memory of its processes in MiB.
 TANDEM_SANDBOX_MAX_PROCESSES = env_int("TANDEM_SANDBOX_MAX_PROCESSES", 1024)
 TANDEM_SANDBOX_MEMORY_MB = env_int("TANDEM_SANDBOX_MEMORY_MB", 2048)
+# Desktops allowed the internet reach public addresses only; these private ones too (a proxy).
+TANDEM_SANDBOX_INTERNET_ALLOW = [
+    a for a in env("TANDEM_SANDBOX_INTERNET_ALLOW", "").split(",") if a.strip()
+]
 
 # Desktops in containers (provider "docker"): the engine (empty: DOCKER_HOST, else the local
 # socket), the image of templates that name none, the address their VNC and agent ports are

@@ -49,6 +49,10 @@ def desktops(limits, monkeypatch) -> Iterator[tuple[Desktop, Desktop]]:
         assert desktop.status == DesktopStatus.READY, desktop.broken_reason
         started.append(desktop)
     yield started[0], started[1]
+    stop_all()
+
+
+def stop_all() -> None:
     for pk in Desktop.objects.exclude(status=DesktopStatus.STOPPED).values_list("pk", flat=True):
         pool.stop_desktop(pk)
 
@@ -239,3 +243,51 @@ def test_a_fork_bomb_and_a_memory_hog_stay_inside_their_desktop(settings, deskto
     assert get_provider("local").health(pool.spec_for(b)).ok
     assert control_b.observe(settle=False).png.startswith(b"\x89PNG")
     assert subprocess.run(["true"], check=False).returncode == 0  # the host still forks
+
+
+def test_a_desktop_allowed_the_internet_still_reaches_no_private_or_host_address(settings):
+    """Without internet here, the way out is shown by an address the deployment allows (a
+    proxy on the private network): reached through user-mode networking, while every other
+    private, loopback, metadata and host address stays unreachable."""
+    address = host_addresses()[0]
+    service = socket.create_server((address, 0))
+    service.settimeout(10)
+    port = service.getsockname()[1]
+    template = DesktopTemplate.objects.create(name="online", internet=True, min_ready=0)
+    targets = {
+        "tcp": {
+            "the allowed proxy": (address, port),
+            "postgresql on the host": (address, 5432),
+            "host loopback through the gateway": ("10.0.2.2", 5432),
+            "own loopback": ("127.0.0.1", 5432),
+            "cloud metadata": ("169.254.169.254", 80),
+            "a private network": ("10.1.2.3", 80),
+            "another private network": ("192.168.1.1", 80),
+        },
+        "unix": [],
+        "read": [],
+        "write": [],
+        "displays": [],
+    }
+    try:
+        settings.TANDEM_SANDBOX_INTERNET_ALLOW = [address]
+        allowed = pool.start_desktop(pool.create_desktop(template, settings.TANDEM_HOST).pk)
+        assert allowed.status == DesktopStatus.READY, allowed.broken_reason
+        through = run_probe(control_of(allowed), targets)
+        connection, _ = service.accept()  # the connection really arrived
+        connection.close()
+        assert through.pop(f"tcp the allowed proxy {address}:{port}").startswith("REACHED")
+
+        settings.TANDEM_SANDBOX_INTERNET_ALLOW = []
+        closed = pool.start_desktop(pool.create_desktop(template, settings.TANDEM_HOST).pk)
+        assert closed.status == DesktopStatus.READY, closed.broken_reason
+        shut = run_probe(control_of(closed), targets)
+    finally:
+        service.close()
+        stop_all()
+    assert shut.pop(f"tcp the allowed proxy {address}:{port}").startswith("blocked")
+    for results in (through, shut):
+        reached = {k: v for k, v in results.items() if k.startswith("tcp") and "blocked" not in v}
+        assert not reached, reached
+        # The firewall answers, not a missing route: the way out exists and is filtered.
+        assert "No route to host" in results["tcp a private network 10.1.2.3:80"]

@@ -76,6 +76,7 @@ def spec_for(desktop: Desktop) -> DesktopSpec:
         autostart=tuple(tuple(argv) for argv in template.autostart),
         image=template.image,
         instance_id=desktop.instance_id,
+        internet=template.internet,
     )
 
 

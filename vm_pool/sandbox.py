@@ -20,6 +20,14 @@ model's and the annotator's actions — runs inside one bubblewrap sandbox:
   ``TANDEM_SANDBOX_MEMORY_MB`` of memory for all its processes together (a memory cgroup);
   a fork bomb or a memory hog stays inside.
 
+A template may allow its desktops the internet (``DesktopTemplate.internet``): then slirp4netns
+(user-mode networking, sandboxed itself) gives the desktop's network namespace a way out, and a
+firewall in that namespace, set before the way exists, rejects every address that is not the
+public internet — loopback, private, link-local (cloud metadata), shared, reserved and
+documentation ranges, and every address of this host — except the addresses
+``TANDEM_SANDBOX_INTERNET_ALLOW`` names (a proxy on the private network, say). The desktop's
+programs cannot change the firewall: they hold no capability in that namespace.
+
 The platform reaches the desktop through three unix sockets in directories only the desktop's
 user (and root) can open, bound into the sandbox: the X server's socket (linked as
 ``/tmp/.X11-unix/X<display>`` on the host, for the in-process XTEST executor and screenshots),
@@ -33,6 +41,7 @@ beside them: the sandbox never sees the repository.
 
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -63,6 +72,14 @@ PASSWD = (
     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
 )
 GROUP = f"root:x:0:\n{INSIDE_USER}:x:{INSIDE_UID}:\nnogroup:x:65534:\n"
+SLIRP_DNS = "10.0.2.3"
+# Every IPv4 range that is not the public internet (RFC 6890 and its successors).
+NOT_INTERNET = (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+    "172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16",
+    "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
+)  # fmt: skip
+INTERNET_READY_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -291,6 +308,7 @@ def sandbox_command(
     desktop_id: int,
     limits: SandboxLimits,
     cgroup_procs: list[Path],
+    info_fd: int | None = None,
 ) -> Iterator[Launch]:
     """The command that starts the agent in a new sandbox (its config comes on stdin).
 
@@ -299,13 +317,14 @@ def sandbox_command(
     The sandbox outlives the worker that started it (a restarted worker finds its desktops
     running); it is stopped by killing everything in its cgroups.
     """
-    fds: list[int] = []
+    fds: list[int] = [info_fd] if info_fd is not None else []  # closed here once handed on
     try:
         code = agent_code(files.root.parent)
         passwd, group = _data_fd(PASSWD), _data_fd(GROUP)
         hostname = f"desktop-{desktop_id}"
         hosts = _data_fd(f"127.0.0.1 localhost {hostname}\n::1 localhost\n")
-        fds += [passwd, group, hosts]
+        resolv = _data_fd(f"nameserver {SLIRP_DNS}\n")  # slirp4netns's DNS, if it has a way out
+        fds += [passwd, group, hosts, resolv]
         bwrap = [
             "bwrap",
             "--unshare-all",  # user, PID, network, IPC, UTS and cgroup namespaces
@@ -317,7 +336,10 @@ def sandbox_command(
             "--ro-bind-data", str(passwd), "/etc/passwd",
             "--ro-bind-data", str(group), "/etc/group",
             "--ro-bind-data", str(hosts), "/etc/hosts",
+            "--ro-bind-data", str(resolv), "/etc/resolv.conf",
         ]  # fmt: skip
+        if info_fd is not None:  # bubblewrap writes the sandbox's first pid there
+            bwrap += ["--info-fd", str(info_fd)]
         for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
             path = Path("/") / name
             if path.is_symlink():
@@ -346,17 +368,95 @@ def sandbox_command(
             "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
             "/usr/bin/python3", "-m", "vm_pool.agent", "--config", "-",
         ]  # fmt: skip
-        join = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 111; shift; done; shift; exec "$@"'
-        argv = ["/bin/sh", "-c", join, "tandem-desktop", *map(str, cgroup_procs), "--"]
-        argv += ["prlimit", f"--nproc={limits.processes}:{limits.processes}", "--"]
+        argv = ["prlimit", f"--nproc={limits.processes}:{limits.processes}", "--"]
         argv += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
         argv += ["--no-new-privs", "--", *bwrap]
-        launch = Launch(argv, fds)
-        yield launch
+        argv = _in_cgroups(cgroup_procs, argv)
+        yield Launch(argv, fds)
     finally:
         for fd in fds:
             with suppress(OSError):
                 os.close(fd)
+
+
+def _in_cgroups(cgroup_procs: list[Path], argv: list[str]) -> list[str]:
+    join = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 111; shift; done; shift; exec "$@"'
+    return ["/bin/sh", "-c", join, "tandem-desktop", *map(str, cgroup_procs), "--", *argv]
+
+
+def host_addresses() -> list[str]:
+    """Every IPv4 address of this host's interfaces."""
+    out = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, check=False
+    ).stdout
+    return sorted({line.split()[3].split("/")[0] for line in out.splitlines() if len(line) > 3})
+
+
+def firewall_rules(allow: list[str]) -> str:
+    """nftables rules for a desktop's own network namespace: the internet only."""
+    blocked = ", ".join([*NOT_INTERNET, *host_addresses()])
+    allowed = f"ip daddr {{ {', '.join(allow)} }} accept" if allow else ""
+    return f"""table inet tandem {{
+  chain output {{
+    type filter hook output priority 0; policy accept;
+    oifname "lo" accept
+    ip daddr {SLIRP_DNS} udp dport 53 accept
+    ip daddr {SLIRP_DNS} tcp dport 53 accept
+    {allowed}
+    ip daddr {{ {blocked} }} reject with icmp type admin-prohibited
+    meta nfproto ipv6 reject
+  }}
+}}
+"""
+
+
+def read_first_pid(info_read: int) -> int:
+    """The pid bubblewrap reports on its info descriptor (it closes it once written)."""
+    data = b""
+    while chunk := os.read(info_read, 4096):
+        data += chunk
+    os.close(info_read)
+    try:
+        return int(json.loads(data)["child-pid"])
+    except (ValueError, KeyError) as error:
+        raise DesktopError(f"the sandbox did not start: {data[:200]!r}") from error
+
+
+def connect_internet(pid: int, cgroup_procs: list[Path], allow: list[str], log: Path) -> None:
+    """Give a started sandbox (whose first process is ``pid``) a firewalled way out."""
+    rules = firewall_rules(allow)
+    done = subprocess.run(
+        ["nsenter", f"--target={pid}", "--net", "nft", "-f", "-"],
+        input=rules.encode(),
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise DesktopError(f"cannot set the desktop's firewall: {done.stderr.decode()[-300:]}")
+    ready_read, ready_write = os.pipe()
+    slirp = [
+        "slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
+        "--enable-sandbox", "--enable-seccomp", f"--ready-fd={ready_write}",
+        "--netns-type=path", f"/proc/{pid}/ns/net", "tap0",
+    ]  # fmt: skip
+    with open(log, "ab") as out:
+        subprocess.Popen(
+            _in_cgroups(cgroup_procs, slirp),  # it ends with the desktop's cgroups
+            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+            cwd="/",
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            pass_fds=[ready_write],
+            start_new_session=True,
+        )
+    os.close(ready_write)
+    try:
+        ready = select.select([ready_read], [], [], INTERNET_READY_TIMEOUT)[0]
+        if not ready or os.read(ready_read, 1) != b"1":
+            raise DesktopError("user-mode networking (slirp4netns) did not come up")
+    finally:
+        os.close(ready_read)
 
 
 def agent_config(files: DesktopFiles, width: int, height: int, key: str,

@@ -32,6 +32,7 @@ class DesktopSpec:
     autostart: tuple[tuple[str, ...], ...] = ()
     image: str = ""
     instance_id: str = ""  # the provider's handle of a running desktop
+    internet: bool = False  # its programs may reach the internet (never the platform)
 
 
 @dataclass(frozen=True)

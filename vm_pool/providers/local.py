@@ -122,10 +122,20 @@ class LocalProvider(DesktopProvider):
             [list(argv) for argv in spec.autostart],
         )
         log = files.root / "agent.log"
-        with sandbox.sandbox_command(files, uid, spec.desktop_id, limits, procs) as launch:
+        info_read, info_write = os.pipe() if spec.internet else (None, None)
+        with sandbox.sandbox_command(
+            files, uid, spec.desktop_id, limits, procs, info_write
+        ) as launch:
             process = sandbox.start_process(launch, config, log)
         # Written before anything waits: a worker that dies now still leaves the group findable.
         (files.root / "agent.pid").write_text(str(process.pid))
+        if info_read is not None:
+            try:
+                first = sandbox.read_first_pid(info_read)
+                sandbox.connect_internet(first, procs, settings.TANDEM_SANDBOX_INTERNET_ALLOW, log)
+            except DesktopError:
+                self.stop(spec)
+                raise
         sandbox.link_display(files, spec.display)
         endpoint = Endpoint(
             instance_id=str(process.pid),
