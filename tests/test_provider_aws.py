@@ -255,4 +255,4 @@ def test_aws_is_a_registered_provider_that_controls_through_the_agent():
     endpoint = Endpoint("i-1", "10.20.1.5", 5900, screen, control_address="10.20.1.5:7000")
     control = provider.control(spec, endpoint)
     assert isinstance(control, AgentClient)
-    assert (control.base, control.key) == ("http://10.20.1.5:7000", spec.agent_key)
+    assert (control.address, control.key) == ("10.20.1.5:7000", spec.agent_key)

@@ -222,7 +222,7 @@ def test_docker_is_a_registered_provider_that_controls_through_the_agent():
     endpoint = Endpoint("c0ffee", "127.0.0.1", 32768, SPEC.screen, control_address="127.0.0.1:1")
     control = provider.control(SPEC, endpoint)
     assert isinstance(control, AgentClient)
-    assert control.base == "http://127.0.0.1:1" and control.key == SPEC.agent_key
+    assert control.address == "127.0.0.1:1" and control.key == SPEC.agent_key
 
 
 # --- the desktop image --------------------------------------------------------------------------

@@ -291,3 +291,16 @@ def test_a_desktop_allowed_the_internet_still_reaches_no_private_or_host_address
         assert not reached, reached
         # The firewall answers, not a missing route: the way out exists and is filtered.
         assert "No route to host" in results["tcp a private network 10.1.2.3:80"]
+
+
+def test_only_the_platform_opens_a_desktops_display_from_the_host(desktops):
+    a, _ = desktops
+
+    def xdpyinfo(*user: str) -> int:
+        command = [*user, "xdpyinfo", "-display", f":{a.display}"]
+        return subprocess.run(command, capture_output=True, timeout=10, check=False).returncode
+
+    assert xdpyinfo() == 0  # the platform (root) reaches it through the display's socket link
+    # Another user of the host, or another desktop's user, cannot even reach the socket.
+    for uid in (65534, settings.TANDEM_SANDBOX_UID_BASE + a.display + 1):
+        assert xdpyinfo("setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups") != 0
