@@ -20,13 +20,8 @@ model's and the annotator's actions — runs inside one bubblewrap sandbox:
   ``TANDEM_SANDBOX_MEMORY_MB`` of memory for all its processes together (a memory cgroup);
   a fork bomb or a memory hog stays inside.
 
-A template may allow its desktops the internet (``DesktopTemplate.internet``): then slirp4netns
-(user-mode networking, sandboxed itself) gives the desktop's network namespace a way out, and a
-firewall in that namespace, set before the way exists, rejects every address that is not the
-public internet — loopback, private, link-local (cloud metadata), shared, reserved and
-documentation ranges, and every address of this host — except the addresses
-``TANDEM_SANDBOX_INTERNET_ALLOW`` names (a proxy on the private network, say). The desktop's
-programs cannot change the firewall: they hold no capability in that namespace.
+A template may allow its desktops the internet: ``vm_pool.sandbox_network`` gives such a
+desktop a firewalled way out. The limits are set in ``vm_pool.sandbox_limits``.
 
 The platform reaches the desktop through three unix sockets in directories only the desktop's
 user (and root) can open, bound into the sandbox: the X server's socket (linked as
@@ -41,17 +36,16 @@ beside them: the sandbox never sees the repository.
 
 import json
 import os
-import select
 import shutil
-import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 from vm_pool.providers.base import DesktopError
+from vm_pool.sandbox_limits import SandboxLimits, in_cgroups
+from vm_pool.sandbox_network import SLIRP_DNS
 
 INSIDE_UID = 1000
 INSIDE_USER = "user"
@@ -65,27 +59,12 @@ PACKAGE = Path(__file__).resolve().parent
 # What the agent imports of vm_pool (the capture stack for /observe is the desktop image's).
 AGENT_MODULES = ("__init__.py", "agent.py", "actions.py", "action_space.py", "action_text.py")
 HOST_X11_DIR = Path("/tmp/.X11-unix")
-CGROUP_ROOT = Path("/sys/fs/cgroup")
 PASSWD = (
     "root:x:0:0:root:/root:/usr/sbin/nologin\n"
     f"{INSIDE_USER}:x:{INSIDE_UID}:{INSIDE_UID}:Desktop user:{INSIDE_HOME}:/bin/bash\n"
     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
 )
 GROUP = f"root:x:0:\n{INSIDE_USER}:x:{INSIDE_UID}:\nnogroup:x:65534:\n"
-SLIRP_DNS = "10.0.2.3"
-# Every IPv4 range that is not the public internet (RFC 6890 and its successors).
-NOT_INTERNET = (
-    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
-    "172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16",
-    "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
-)  # fmt: skip
-INTERNET_READY_TIMEOUT = 10.0
-
-
-@dataclass(frozen=True)
-class SandboxLimits:
-    processes: int
-    memory_mb: int  # 0: no memory limit
 
 
 @dataclass(frozen=True)
@@ -205,84 +184,6 @@ def unlink_display(display: int) -> None:
             path.unlink()
 
 
-# --- cgroups: the memory and process limits of the whole desktop ------------------------------
-
-
-def _own_cgroup(controller: str) -> str | None:
-    """This process's cgroup path for a v1 controller ("" for v2's unified hierarchy)."""
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if (controller == "" and controllers == "") or controller in controllers.split(","):
-            return path
-    return None
-
-
-def cgroup_dirs(desktop_id: int) -> list[Path]:
-    """The cgroup directories that hold one desktop (memory and pids; v1 or v2)."""
-    name = f"tandem-desktop-{desktop_id}"
-    if (CGROUP_ROOT / "cgroup.controllers").exists():
-        return [CGROUP_ROOT / "tandem" / name]
-    dirs = []
-    for controller in ("memory", "pids"):
-        own = _own_cgroup(controller)
-        if own is not None and (CGROUP_ROOT / controller).is_dir():
-            dirs.append(CGROUP_ROOT / controller / own.lstrip("/") / name)
-    return dirs
-
-
-def make_cgroups(desktop_id: int, limits: SandboxLimits) -> list[Path]:
-    """Create the desktop's cgroups with its limits; return the ``cgroup.procs`` files to join."""
-    dirs = cgroup_dirs(desktop_id)
-    if not dirs:
-        raise DesktopError("no memory or pids cgroup to limit the desktop with")
-    try:
-        if (CGROUP_ROOT / "cgroup.controllers").exists():
-            parent = dirs[0].parent
-            parent.mkdir(exist_ok=True)
-            (CGROUP_ROOT / "cgroup.subtree_control").write_text("+memory +pids")
-            (parent / "cgroup.subtree_control").write_text("+memory +pids")
-        for directory in dirs:
-            remove_cgroup(directory)
-            directory.mkdir()
-            if (directory / "pids.max").exists():
-                (directory / "pids.max").write_text(str(limits.processes))
-            if limits.memory_mb:
-                memory = str(limits.memory_mb * 1024 * 1024)
-                for knob in ("memory.max", "memory.limit_in_bytes"):
-                    if (directory / knob).exists():
-                        (directory / knob).write_text(memory)
-                if (directory / "memory.swap.max").exists():
-                    (directory / "memory.swap.max").write_text("0")
-    except OSError as error:
-        raise DesktopError(
-            f"cannot make the desktop's cgroup ({error}); set TANDEM_SANDBOX_MEMORY_MB=0 to run "
-            "desktops without a memory limit"
-        ) from error
-    return [directory / "cgroup.procs" for directory in dirs]
-
-
-def kill_cgroups(desktop_id: int) -> None:
-    """Kill whatever is still in the desktop's cgroups and remove them."""
-    for directory in cgroup_dirs(desktop_id):
-        remove_cgroup(directory)
-
-
-def remove_cgroup(directory: Path, kill: int = signal.SIGKILL) -> None:
-    """Kill what is left in a desktop's cgroup, then remove it (a cgroup must be empty)."""
-    if not directory.exists():
-        return
-    for _ in range(100):
-        procs = (directory / "cgroup.procs").read_text().split()
-        if not procs:
-            break
-        for pid in procs:
-            with suppress(ProcessLookupError):
-                os.kill(int(pid), kill)
-        time.sleep(0.02)
-    with suppress(OSError):
-        directory.rmdir()
-
-
 # --- the bubblewrap command line ---------------------------------------------------------------
 
 
@@ -371,92 +272,12 @@ def sandbox_command(
         argv = ["prlimit", f"--nproc={limits.processes}:{limits.processes}", "--"]
         argv += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
         argv += ["--no-new-privs", "--", *bwrap]
-        argv = _in_cgroups(cgroup_procs, argv)
+        argv = in_cgroups(cgroup_procs, argv)
         yield Launch(argv, fds)
     finally:
         for fd in fds:
             with suppress(OSError):
                 os.close(fd)
-
-
-def _in_cgroups(cgroup_procs: list[Path], argv: list[str]) -> list[str]:
-    join = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 111; shift; done; shift; exec "$@"'
-    return ["/bin/sh", "-c", join, "tandem-desktop", *map(str, cgroup_procs), "--", *argv]
-
-
-def host_addresses() -> list[str]:
-    """Every IPv4 address of this host's interfaces."""
-    out = subprocess.run(
-        ["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, check=False
-    ).stdout
-    return sorted({line.split()[3].split("/")[0] for line in out.splitlines() if len(line) > 3})
-
-
-def firewall_rules(allow: list[str]) -> str:
-    """nftables rules for a desktop's own network namespace: the internet only."""
-    blocked = ", ".join([*NOT_INTERNET, *host_addresses()])
-    allowed = f"ip daddr {{ {', '.join(allow)} }} accept" if allow else ""
-    return f"""table inet tandem {{
-  chain output {{
-    type filter hook output priority 0; policy accept;
-    oifname "lo" accept
-    ip daddr {SLIRP_DNS} udp dport 53 accept
-    ip daddr {SLIRP_DNS} tcp dport 53 accept
-    {allowed}
-    ip daddr {{ {blocked} }} reject with icmp type admin-prohibited
-    meta nfproto ipv6 reject
-  }}
-}}
-"""
-
-
-def read_first_pid(info_read: int) -> int:
-    """The pid bubblewrap reports on its info descriptor (it closes it once written)."""
-    data = b""
-    while chunk := os.read(info_read, 4096):
-        data += chunk
-    os.close(info_read)
-    try:
-        return int(json.loads(data)["child-pid"])
-    except (ValueError, KeyError) as error:
-        raise DesktopError(f"the sandbox did not start: {data[:200]!r}") from error
-
-
-def connect_internet(pid: int, cgroup_procs: list[Path], allow: list[str], log: Path) -> None:
-    """Give a started sandbox (whose first process is ``pid``) a firewalled way out."""
-    rules = firewall_rules(allow)
-    done = subprocess.run(
-        ["nsenter", f"--target={pid}", "--net", "nft", "-f", "-"],
-        input=rules.encode(),
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise DesktopError(f"cannot set the desktop's firewall: {done.stderr.decode()[-300:]}")
-    ready_read, ready_write = os.pipe()
-    slirp = [
-        "slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
-        "--enable-sandbox", "--enable-seccomp", f"--ready-fd={ready_write}",
-        "--netns-type=path", f"/proc/{pid}/ns/net", "tap0",
-    ]  # fmt: skip
-    with open(log, "ab") as out:
-        subprocess.Popen(
-            _in_cgroups(cgroup_procs, slirp),  # it ends with the desktop's cgroups
-            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
-            cwd="/",
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=out,
-            pass_fds=[ready_write],
-            start_new_session=True,
-        )
-    os.close(ready_write)
-    try:
-        ready = select.select([ready_read], [], [], INTERNET_READY_TIMEOUT)[0]
-        if not ready or os.read(ready_read, 1) != b"1":
-            raise DesktopError("user-mode networking (slirp4netns) did not come up")
-    finally:
-        os.close(ready_read)
 
 
 def agent_config(files: DesktopFiles, width: int, height: int, key: str,

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from django.conf import settings
 
-from vm_pool import sandbox
+from vm_pool import sandbox, sandbox_limits, sandbox_network
 from vm_pool.actions import Action
 from vm_pool.agent_client import AgentClient
 from vm_pool.providers.base import (
@@ -109,11 +109,11 @@ class LocalProvider(DesktopProvider):
         sandbox.require_root()
         files = desktop_files(spec.desktop_id)
         uid = sandbox.desktop_uid(settings.TANDEM_SANDBOX_UID_BASE, spec.display)
-        limits = sandbox.SandboxLimits(
+        limits = sandbox_limits.SandboxLimits(
             settings.TANDEM_SANDBOX_MAX_PROCESSES, settings.TANDEM_SANDBOX_MEMORY_MB
         )
         sandbox.prepare_files(files, uid, spec.home_template or BUILTIN_HOME_TEMPLATE)
-        procs = sandbox.make_cgroups(spec.desktop_id, limits)
+        procs = sandbox_limits.make_cgroups(spec.desktop_id, limits)
         config = sandbox.agent_config(
             files,
             spec.screen.width,
@@ -131,8 +131,10 @@ class LocalProvider(DesktopProvider):
         (files.root / "agent.pid").write_text(str(process.pid))
         if info_read is not None:
             try:
-                first = sandbox.read_first_pid(info_read)
-                sandbox.connect_internet(first, procs, settings.TANDEM_SANDBOX_INTERNET_ALLOW, log)
+                first = sandbox_network.read_first_pid(info_read)
+                sandbox_network.connect_internet(
+                    first, procs, settings.TANDEM_SANDBOX_INTERNET_ALLOW, log
+                )
             except DesktopError:
                 self.stop(spec)
                 raise
@@ -177,7 +179,7 @@ class LocalProvider(DesktopProvider):
             groups.add(int(pidfile.read_text()))
         for pgid in groups:
             self._kill(pgid)
-        sandbox.kill_cgroups(spec.desktop_id)
+        sandbox_limits.kill_cgroups(spec.desktop_id)
         pidfile.unlink(missing_ok=True)
         if spec.display is not None:
             sandbox.unlink_display(spec.display)
