@@ -38,21 +38,29 @@ BUSY_FONT = "DejaVuSans.ttf"
 START_TIMEOUT = 10.0
 
 
-def sandbox_processes(display: int) -> dict[int, str]:
-    """The host pids and command lines of a sandboxed local desktop's processes: those of the
-    desktop's own user (its uid follows its display)."""
+def desktop_user_processes(display: int) -> list[Path]:
+    """The ``/proc`` entries of a sandboxed local desktop's processes: those of the desktop's
+    own user (its uid follows its display)."""
     from django.conf import settings
 
     uid = settings.TANDEM_SANDBOX_UID_BASE + display
-    found = {}
+    found = []
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
         try:
-            if proc.stat().st_uid != uid:
-                continue
-            found[int(proc.name)] = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            if proc.name.isdigit() and proc.stat().st_uid == uid:
+                found.append(proc)
         except OSError:  # the process ended meanwhile
+            continue
+    return found
+
+
+def sandbox_processes(display: int) -> dict[int, str]:
+    """The host pids and command lines of a sandboxed local desktop's processes."""
+    found = {}
+    for proc in desktop_user_processes(display):
+        try:
+            found[int(proc.name)] = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
             continue
     return found
 

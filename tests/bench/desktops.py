@@ -30,15 +30,13 @@ GOALS = {
 }
 
 
-def _user_rss_mb(uid: int) -> float:
+def _desktop_rss_mb(display: int) -> float:
     """Resident memory of every process of one desktop's user."""
+    from tests.desktops import desktop_user_processes
+
     total_kb = 0
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+    for proc in desktop_user_processes(display):
         try:
-            if proc.stat().st_uid != uid:
-                continue
             for line in (proc / "status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     total_kb += int(line.split()[1])
@@ -87,8 +85,7 @@ def run() -> dict[str, float | int]:
             healthy = [d for d in started if provider.health(pool.spec_for(d)).ok]
             results["concurrent_desktops"] = len(healthy)
             time.sleep(1.0)  # let them go idle
-            uid_base = settings.TANDEM_SANDBOX_UID_BASE
-            rss = [_user_rss_mb(uid_base + d.display) for d in healthy if d.display is not None]
+            rss = [_desktop_rss_mb(d.display) for d in healthy if d.display is not None]
             results["desktop_rss_mb"] = round(statistics.median(rss), 1)
 
             lease_ms = []
