@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
-from annotation import access, episodes, importer, model_versions, queue, reviews
+from annotation import access, episode_leases, episodes, importer, model_versions, queue, reviews
 from annotation.models import Episode, Membership, Project, Step, Task
 from annotation.serializers import (
     AssignSerializer,
@@ -318,6 +318,8 @@ class EpisodeViewSet(viewsets.ReadOnlyModelViewSet):
             access.require(request.user, episode.task.project, Capability.VIEW_EPISODES)
         if episode.ended_at is not None or episode.desktop is None:
             raise episodes.EpisodeError("This episode has ended; its desktop is not streamed.")
+        if not episode_leases.owns_desktop(episode):  # reset since: maybe someone else's now
+            raise episode_leases.DesktopNotOwned(f"Not streamed: {episode_leases.DESKTOP_LOST}.")
         stream = open_stream(episode.desktop, request.user)
         return Response(StreamSerializer(stream).data, status=status.HTTP_201_CREATED)
 

@@ -19,6 +19,8 @@ Rules:
 - ``finished`` and ``call_user`` end the episode once decided; so does the last allowed step
   (``max_steps``) once executed, and an abandon. Ending releases the desktop (its reset runs on
   its host) and submits the task, or gives it back to the pool when nothing was finished.
+- An episode owns its desktop at the generation it leased, and an absent annotator's episode
+  is paused, not lost: ``annotation.episode_leases`` holds those rules and the ending.
 - Execution is at-least-once: a job that dies between running the action and storing the next
   observation is run again when the annotator reconnects, because the loop cannot know whether
   the desktop saw the action.
@@ -29,11 +31,23 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from annotation import model_versions, queue
+from annotation.episode_leases import (
+    DESKTOP_LOST,
+    desktop_lease_seconds,
+    end_episode,
+    owns_desktop,
+    refuse_without_desktop,
+    resume,
+    tell,
+    unpause,
+)
+from annotation.episode_leases import EpisodeError as EpisodeError
+from annotation.episode_leases import episode_group as episode_group
+from annotation.episode_leases import heartbeat as heartbeat
 from annotation.models import (
     Decision,
     Episode,
@@ -41,13 +55,10 @@ from annotation.models import (
     Project,
     Proposal,
     Step,
-    Task,
-    TaskStatus,
 )
 from backend.accounts.models import User
 from backend.celery import send_after_commit
 from backend.errors import DomainError
-from backend.notifications import notify_group
 from vm_pool import pool
 from vm_pool.actions import Action, ActionType, InvalidAction, ScreenSize
 from vm_pool.models import Desktop, host_queue
@@ -64,11 +75,6 @@ ENDING_ACTIONS = {
 }
 
 
-class EpisodeError(DomainError):
-    status_code = 409
-    code = "episode_error"
-
-
 class StaleDecision(DomainError):
     status_code = 409
     code = "stale_decision"
@@ -77,14 +83,6 @@ class StaleDecision(DomainError):
 class InvalidDecision(DomainError):
     status_code = 400
     code = "invalid_decision"
-
-
-def episode_group(episode_id: int) -> str:
-    return f"episode-{episode_id}"
-
-
-def _tell(episode_id: int, event: str, payload: dict[str, Any]) -> None:
-    notify_group(episode_group(episode_id), event, {"episode": episode_id, **payload})
 
 
 def _host_queue_of(episode: Episode) -> str:
@@ -104,14 +102,15 @@ def start_episode(user: User, projects: Any) -> Episode:
     task = claim.task
     running = Episode.objects.filter(task=task, ended_at__isnull=True).first()
     if running is not None:
+        resume(running)
         return running
     project = Project.objects.select_related("model_version", "version_b").get(pk=task.project_id)
     template = pool.template_named(project.environment_template)
     with transaction.atomic():
-        desktop = pool.lease_desktop(
-            template, user, f"task:{task.pk}", settings.TANDEM_LEASE_SECONDS
+        desktop = pool.lease_desktop(template, user, f"task:{task.pk}", desktop_lease_seconds())
+        episode = Episode.objects.create(
+            task=task, annotator=user, desktop=desktop, desktop_generation=desktop.generation
         )
-        episode = Episode.objects.create(task=task, annotator=user, desktop=desktop)
         model_versions.assign_version(episode, project)
         send_after_commit("annotation.jobs.prepare_episode", [episode.pk], host_queue(desktop.host))
     return episode
@@ -127,12 +126,18 @@ def prepare_episode(episode_id: int) -> None:
     if episode.desktop is None:
         end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, "the episode has no desktop")
         return
+    if not owns_desktop(episode):
+        end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, DESKTOP_LOST)
+        return
     try:
         control = pool.control_for(episode.desktop)
         run_setup(control, episode.task.setup)
         observation = control.observe(settle=True)
     except (SetupFailed, pool.DesktopError) as error:
         end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, f"setup failed: {error}")
+        return
+    if not owns_desktop(episode):  # reset while the setup ran: that screen is not ours
+        end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, DESKTOP_LOST)
         return
     _store_observation(episode.pk, 1, observation.png)
 
@@ -145,7 +150,7 @@ def _store_observation(episode_id: int, index: int, png: bytes) -> Step | None:
             return None
         step = Step.objects.create(episode=episode, index=index, observation=screenshot)
         send_after_commit("annotation.jobs.propose_step", [step.pk], "model")
-        _tell(
+        tell(
             episode_id,
             "observation",
             {
@@ -186,7 +191,7 @@ def record_proposals(step_id: int, result: Any) -> list[Proposal]:
         Episode.objects.filter(pk=step.episode_id, model_version="").update(
             model_name=result.model_name, model_version=result.model_version
         )
-        _tell(
+        tell(
             step.episode_id,
             "proposal",
             {"step": step.index, "candidates": [proposal_json(p) for p in rows]},
@@ -204,7 +209,7 @@ def record_model_unavailable(step_id: int, reason: str) -> None:
             raw_text="",
             invalid_reason=f"model unavailable: {reason}"[:500],
         )
-        _tell(step.episode_id, "model_unavailable", {"step": step.index, "reason": reason})
+        tell(step.episode_id, "model_unavailable", {"step": step.index, "reason": reason})
 
 
 def proposal_json(proposal: Proposal) -> dict[str, Any]:
@@ -244,6 +249,7 @@ def decide(
     """Commit the annotator's decision for the open step, then queue its execution."""
     if decision not in Decision.values:
         raise InvalidDecision(f"unknown decision {decision!r}; one of {', '.join(Decision.values)}")
+    refuse_without_desktop(episode_id)
     with transaction.atomic():
         episode = (
             Episode.objects.select_for_update(of=("self",))
@@ -252,6 +258,8 @@ def decide(
         )
         if episode.annotator_id != user.pk:
             raise EpisodeError("Only the episode's annotator can decide its steps.")
+        if episode.paused_at is not None:  # the annotator is back
+            unpause(episode)
         step = episode.steps.filter(index=step_index).select_related("observation").first()
         latest = episode.steps.order_by("-index").values_list("index", flat=True).first()
         final_thought, final_action, chosen = _final_step(
@@ -284,7 +292,7 @@ def decide(
         ending = ENDING_ACTIONS.get(final_action.type)
         if ending is None:
             send_after_commit("annotation.jobs.execute_step", [step.pk], _host_queue_of(episode))
-        _tell(
+        tell(
             episode.pk,
             "decided",
             {"step": step_index, "decision": decision, "action": step.final_action},
@@ -345,12 +353,18 @@ def execute_step(step_id: int) -> None:
     if episode.desktop is None or step.final_action is None:
         end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, f"step {step.index} cannot run")
         return
+    if not owns_desktop(episode):  # never act on a desktop that may be someone else's now
+        end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, DESKTOP_LOST)
+        return
     try:
         control = pool.control_for(episode.desktop)
         control.execute(Action.from_json(step.final_action))
         observation = control.observe(settle=True)
     except (pool.DesktopError, InvalidAction) as error:
         end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, f"step {step.index} failed: {error}")
+        return
+    if not owns_desktop(episode):  # reset meanwhile: that screen is not this episode's
+        end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, DESKTOP_LOST)
         return
     if step.index >= episode.task.max_steps:
         store_screenshot(observation.png)
@@ -382,45 +396,6 @@ def resume_if_stalled(episode_id: int) -> bool:
         send_after_commit("annotation.jobs.propose_step", [last.pk], "model")
         return True
     return False
-
-
-# --- ending --------------------------------------------------------------------------------
-
-
-def end_episode(episode_id: int, outcome: str, reason: str) -> bool:
-    """End an episode once: release its desktop, submit its task or give it back to the pool."""
-    with transaction.atomic():
-        episode = Episode.objects.select_for_update().select_related("task").get(pk=episode_id)
-        if episode.ended_at is not None:
-            return False
-        episode.ended_at = timezone.now()
-        episode.outcome = outcome
-        episode.end_reason = reason[:300]
-        episode.save(update_fields=["ended_at", "outcome", "end_reason"])
-        if episode.desktop_id is not None:
-            pool.release_desktop(episode.desktop_id)
-        task = Task.objects.select_for_update().get(pk=episode.task_id)
-        if task.status == TaskStatus.IN_PROGRESS and task.lease_id is not None:
-            worked = outcome in (
-                EpisodeOutcome.FINISHED,
-                EpisodeOutcome.CALL_USER,
-                EpisodeOutcome.MAX_STEPS,
-            )
-            end = queue.submit_task if worked else queue.release_task
-            end(task.pk, task.lease_id, episode.annotator)
-        _tell(episode.pk, "ended", {"outcome": outcome, "reason": reason})
-    return True
-
-
-def heartbeat(episode_id: int, user: User) -> None:
-    """Keep the task's lease and the desktop's lease alive together."""
-    episode = Episode.objects.select_related("task").get(pk=episode_id, annotator=user)
-    task = episode.task
-    if episode.ended_at is not None or task.lease_id is None:
-        raise EpisodeError("This episode has ended.")
-    queue.heartbeat(task.pk, task.lease_id, user)
-    if episode.desktop_id is not None:
-        pool.renew_desktop_lease(episode.desktop_id, user, settings.TANDEM_LEASE_SECONDS)
 
 
 # --- state for a (re)connecting client -----------------------------------------------------
@@ -461,6 +436,7 @@ def episode_state(episode: Episode) -> dict[str, Any]:
         "steps": steps,
         "open_step": open_step,
         "ended": episode.ended_at is not None,
+        "paused": episode.paused_at is not None,
         "outcome": episode.outcome or None,
         "desktop": desktop,
     }

@@ -14,7 +14,7 @@ from celery import shared_task
 from django.conf import settings
 from django.core.files.storage import default_storage
 
-from annotation import episodes, exports, model_versions, queue
+from annotation import episode_leases, episodes, exports, model_versions, queue
 from annotation.models import Step
 from backend.notifications import send_now
 from model_serving.proposers.base import (
@@ -29,7 +29,9 @@ from vm_pool.actions import Action, ScreenSize
 
 @shared_task(name="annotation.jobs.return_lapsed_leases")
 def return_lapsed_leases() -> int:
-    """Periodic (beat): tasks whose lease lapsed go back to the pool."""
+    """Periodic (beat): running episodes whose lease lapsed are paused (or ended after their
+    grace); other tasks whose lease lapsed go back to the pool."""
+    episode_leases.pause_lapsed_episodes()
     return queue.return_lapsed_leases()
 
 

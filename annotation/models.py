@@ -182,6 +182,8 @@ class TaskEvent(models.Model):
         CLAIMED = "claimed"
         RELEASED = "released"
         LEASE_LAPSED = "lease_lapsed"
+        PAUSED = "paused"
+        RESUMED = "resumed"
         SUBMITTED = "submitted"
         REVIEWED = "reviewed"
 
@@ -223,6 +225,12 @@ class Episode(models.Model):
     desktop = models.ForeignKey(
         "vm_pool.Desktop", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The desktop's generation when this episode leased it: the episode owns that generation
+    # only, never the desktop after a reset (when it may be someone else's).
+    desktop_generation = models.PositiveIntegerField(null=True, blank=True)
+    # Set while the annotator is away (no heartbeat): the desktop and task are kept for them
+    # until TANDEM_EPISODE_GRACE_SECONDS after this moment.
+    paused_at = models.DateTimeField(null=True, blank=True)
     model_name = models.CharField(max_length=200, blank=True)
     model_version = models.CharField(max_length=200, blank=True)
     # The registered version chosen for this episode when it started, if the project runs one.

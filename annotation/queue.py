@@ -13,8 +13,10 @@ other's rows. Claims by one user are serialised on that user's row, which makes 
 
 A claim gives a lease: a fresh ``lease_id`` and an expiry ``TANDEM_LEASE_SECONDS`` ahead.
 Heartbeats carrying that lease id push the expiry forward; they are refused once the lease
-has lapsed. ``return_lapsed_leases`` (run periodically by Celery beat) puts lapsed tasks back
-in the pool and closes their running episodes as abandoned.
+has lapsed. A task whose episode is running is not returned when its lease lapses: the
+episode is paused and both are kept for the annotator for a grace period
+(``annotation.episodes.pause_lapsed_episodes``). ``return_lapsed_leases`` (run periodically by
+Celery beat, after the pause) puts the other lapsed tasks back in the pool.
 """
 
 import uuid
@@ -27,7 +29,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from annotation.models import Episode, EpisodeOutcome, Project, Task, TaskEvent, TaskStatus
+from annotation.models import Episode, Project, Task, TaskEvent, TaskStatus
 from backend.accounts.models import User
 from backend.errors import DomainError
 from backend.notifications import notify_user
@@ -148,16 +150,29 @@ def _end_lease(task_id: int, lease_id: uuid.UUID, user: User, status: str, kind:
         task = _live_lease(task_id, lease_id, user).select_for_update().first()
         if task is None:
             raise LeaseLost("This lease is no longer yours: it lapsed or the task was released.")
-        _event(task, kind, user).save()
-        task.status = status
-        if status == TaskStatus.QUEUED:
-            task.assignee = None
-        task.lease_id = None
-        task.lease_expires_at = None
-        task.save(
-            update_fields=["status", "assignee", "lease_id", "lease_expires_at", "updated_at"]
-        )
-        return task
+        return end_held_task(task, status, kind, user)
+
+
+def end_held_task(task: Task, status: str, kind: str, actor: User | None, reason: str = "") -> Task:
+    """End the lease of a task whose row the caller has locked: submitted, or back in the pool.
+
+    The episode that held the task is the authority here (its end is what ends the lease), so
+    the lease's expiry is not checked: a paused episode's task is kept past it."""
+    _event(task, kind, actor, reason).save()
+    task.status = status
+    if status == TaskStatus.QUEUED:
+        task.assignee = None
+    task.lease_id = None
+    task.lease_expires_at = None
+    task.save(update_fields=["status", "assignee", "lease_id", "lease_expires_at", "updated_at"])
+    return task
+
+
+def keep_for(task: Task, until: datetime, kind: str, reason: str) -> None:
+    """Hold a locked task's lease until ``until`` (a paused or resumed episode keeps its task)."""
+    _event(task, kind, None, reason).save()
+    task.lease_expires_at = until
+    task.save(update_fields=["lease_expires_at", "updated_at"])
 
 
 def release_task(task_id: int, lease_id: uuid.UUID, user: User) -> Task:
@@ -171,22 +186,20 @@ def submit_task(task_id: int, lease_id: uuid.UUID, user: User) -> Task:
 
 
 def return_lapsed_leases(now: datetime | None = None) -> int:
-    """Put every task whose lease lapsed back in the pool; return how many."""
+    """Put every task whose lease lapsed, and whose episode (if any) has ended, back in the
+    pool; return how many. Tasks with a running episode are the episodes' to pause or end."""
     now = now or timezone.now()
     returned = 0
     with transaction.atomic():
         lapsed = list(
-            Task.objects.select_for_update(skip_locked=True).filter(
-                status=TaskStatus.IN_PROGRESS, lease_expires_at__lte=now
-            )
+            Task.objects.select_for_update(skip_locked=True)
+            .filter(status=TaskStatus.IN_PROGRESS, lease_expires_at__lte=now)
+            .exclude(pk__in=Episode.objects.filter(ended_at__isnull=True).values("task_id"))
         )
         for task in lapsed:
             _event(
                 task, TaskEvent.Kind.LEASE_LAPSED, None, "no heartbeat before the lease expired"
             ).save()
-            Episode.objects.filter(task=task, ended_at__isnull=True).update(
-                ended_at=now, outcome=EpisodeOutcome.ABANDONED, end_reason="lease lapsed"
-            )
             returned += 1
         Task.objects.filter(pk__in=[t.pk for t in lapsed]).update(
             status=TaskStatus.QUEUED,

@@ -229,6 +229,9 @@ TANDEM_DOWNLOAD_ALLOWED_HOSTS = [
 # The queue: how long a claim holds a task without a heartbeat, and how often lapsed leases
 # are returned to the queue.
 TANDEM_LEASE_SECONDS = env_int("TANDEM_LEASE_SECONDS", 120)
+# An annotator away longer than the lease (no heartbeat) finds the episode paused, desktop and
+# task kept, for this long; after it the desktop goes back to the pool and the episode ends.
+TANDEM_EPISODE_GRACE_SECONDS = env_int("TANDEM_EPISODE_GRACE_SECONDS", 900)
 TANDEM_REAP_INTERVAL_SECONDS = env_int("TANDEM_REAP_INTERVAL_SECONDS", 30)
 TANDEM_POOL_INTERVAL_SECONDS = env_int("TANDEM_POOL_INTERVAL_SECONDS", 10)
 CELERY_BEAT_SCHEDULE = {

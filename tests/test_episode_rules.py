@@ -47,7 +47,9 @@ def loop(make_user, project, settings, tmp_path):
         width=1280,
         height=800,
     )
-    episode = Episode.objects.create(task=task, annotator=ann, desktop=desktop)
+    episode = Episode.objects.create(
+        task=task, annotator=ann, desktop=desktop, desktop_generation=desktop.generation
+    )
     step = Step.objects.create(
         episode=episode, index=1, observation=store_screenshot(solid_png(1280, 800))
     )

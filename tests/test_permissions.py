@@ -75,7 +75,9 @@ def world(make_user, project, other_project) -> World:
     working = Task.objects.create(
         project=project, external_id="working", instruction="Close the window"
     )
-    running = Episode.objects.create(task=working, annotator=users["owner"], desktop=desktop)
+    running = Episode.objects.create(
+        task=working, annotator=users["owner"], desktop=desktop, desktop_generation=0
+    )
     return World(project, users, task, episode, running)
 
 

@@ -9,7 +9,7 @@ from django.db import connection
 from django.utils import timezone
 
 from annotation import queue
-from annotation.models import Episode, EpisodeOutcome, Project, Task, TaskEvent, TaskStatus
+from annotation.models import Episode, Project, Task, TaskEvent, TaskStatus
 from backend.accounts.roles import Role
 
 
@@ -131,7 +131,6 @@ def test_lapsed_lease_returns_its_task_to_the_pool(make_user, project):
     ann = make_user("ann", project, Role.ANNOTATOR)
     make_tasks(project, 1)
     claim = queue.claim_next_task(ann, projects(project))
-    episode = Episode.objects.create(task=claim.task, annotator=ann)
 
     assert queue.return_lapsed_leases() == 0  # still live
     later = timezone.now() + queue.lease_duration() + timedelta(seconds=1)
@@ -140,12 +139,21 @@ def test_lapsed_lease_returns_its_task_to_the_pool(make_user, project):
     task = Task.objects.get(pk=claim.task.pk)
     assert (task.status, task.assignee, task.lease_id) == (TaskStatus.QUEUED, None, None)
     assert TaskEvent.objects.filter(task=task, kind=TaskEvent.Kind.LEASE_LAPSED).count() == 1
-    episode.refresh_from_db()
-    assert episode.outcome == EpisodeOutcome.ABANDONED and episode.end_reason == "lease lapsed"
     with pytest.raises(queue.LeaseLost):
         queue.heartbeat(task.pk, claim.lease_id, ann)
     other = make_user("otto", project, Role.ANNOTATOR)
     assert queue.claim_next_task(other, projects(project)).task.pk == task.pk
+
+
+@pytest.mark.django_db
+def test_a_lapsed_task_with_a_running_episode_is_left_to_the_episode(make_user, project):
+    ann = make_user("ann", project, Role.ANNOTATOR)
+    make_tasks(project, 1)
+    claim = queue.claim_next_task(ann, projects(project))
+    Episode.objects.create(task=claim.task, annotator=ann)
+    later = timezone.now() + queue.lease_duration() + timedelta(seconds=1)
+    assert queue.return_lapsed_leases(now=later) == 0  # the episode is paused instead
+    assert Task.objects.get(pk=claim.task.pk).status == TaskStatus.IN_PROGRESS
 
 
 @pytest.mark.django_db

@@ -274,21 +274,37 @@ def lease_desktop(template: DesktopTemplate, user: Any, ref: str, seconds: int) 
     return desktop
 
 
-def renew_desktop_lease(desktop_id: int, user: Any, seconds: int) -> datetime:
+def holds_desktop(desktop_id: int, user: Any, generation: int) -> bool:
+    """Is the desktop still leased to ``user`` at ``generation`` (not reset since)?"""
+    return Desktop.objects.filter(
+        pk=desktop_id, status=DesktopStatus.LEASED, leased_by=user, generation=generation
+    ).exists()
+
+
+def renew_desktop_lease(
+    desktop_id: int, user: Any, seconds: int, generation: int | None = None
+) -> datetime:
     expires = timezone.now() + timedelta(seconds=seconds)
-    renewed = Desktop.objects.filter(
-        pk=desktop_id, status=DesktopStatus.LEASED, leased_by=user
-    ).update(lease_expires_at=expires)
-    if renewed != 1:
+    rows = Desktop.objects.filter(pk=desktop_id, status=DesktopStatus.LEASED, leased_by=user)
+    if generation is not None:
+        rows = rows.filter(generation=generation)
+    if rows.update(lease_expires_at=expires) != 1:
         raise DesktopLeaseLost("This desktop is no longer leased to you.")
     return expires
 
 
-def release_desktop(desktop_id: int, user: Any | None = None) -> bool:
-    """End a lease: the desktop's streams die now, its reset runs on its host's worker."""
+def release_desktop(
+    desktop_id: int, user: Any | None = None, generation: int | None = None
+) -> bool:
+    """End a lease: the desktop's streams die now, its reset runs on its host's worker.
+
+    With ``generation``, only a lease of that generation ends: a caller whose desktop was
+    reset meanwhile never ends the next holder's lease."""
     rows = Desktop.objects.filter(pk=desktop_id, status=DesktopStatus.LEASED)
     if user is not None:
         rows = rows.filter(leased_by=user)
+    if generation is not None:
+        rows = rows.filter(generation=generation)
     changed = rows.update(
         status=DesktopStatus.RESETTING,
         generation=F("generation") + 1,

@@ -1,0 +1,201 @@
+"""An episode's hold on its task and its desktop: ownership, heartbeats, pausing, ending.
+
+Rules:
+
+- An episode owns its desktop at the generation it leased, nothing more. The loop
+  (``annotation.episodes``) checks ``owns_desktop`` before it prepares, decides, executes or
+  stores an observation; when the desktop is no longer the annotator's at that generation (its
+  lease ended, it was reset, maybe leased to someone else), the episode ends ``env_failed``
+  saying so, and nothing is done on or read from the desktop.
+- The desktop's lease is the task's lease plus the grace period, so that the episode, not the
+  desktop reaper, decides when an absent annotator's desktop goes back to the pool.
+- Away is not gone: when the annotator's heartbeats stop past the task's lease, the episode is
+  *paused* (``pause_lapsed_episodes``, periodic) and its task and desktop are kept for
+  ``TANDEM_EPISODE_GRACE_SECONDS``. A heartbeat, a decision or starting work again resumes it
+  with fresh leases. After the grace the episode ends ``abandoned`` with the reason, its
+  desktop goes back to the pool and its task to the queue.
+- Ending is once: it releases only the desktop lease the episode holds, and submits the task
+  (finished, call_user, max steps) or gives it back to the pool.
+"""
+
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from annotation import queue
+from annotation.models import Episode, EpisodeOutcome, Task, TaskEvent, TaskStatus
+from backend.accounts.models import User
+from backend.errors import DomainError
+from backend.notifications import notify_group, notify_user
+from vm_pool import pool
+from vm_pool.models import Desktop
+
+
+class EpisodeError(DomainError):
+    status_code = 409
+    code = "episode_error"
+
+
+class DesktopNotOwned(DomainError):
+    status_code = 409
+    code = "desktop_not_owned"
+
+
+DESKTOP_LOST = "the desktop is no longer this episode's: its lease ended or it was reset"
+
+
+def desktop_lease_seconds() -> int:
+    """An episode's desktop lease outlasts the task's lease by the grace period, so that the
+    episode, not the desktop reaper, decides when an absent annotator's desktop goes back."""
+    return settings.TANDEM_LEASE_SECONDS + settings.TANDEM_EPISODE_GRACE_SECONDS
+
+
+def owns_desktop(episode: Episode) -> bool:
+    """Is the episode's desktop still leased to its annotator at the generation it leased?"""
+    if episode.desktop_id is None or episode.desktop_generation is None:
+        return False
+    return pool.holds_desktop(episode.desktop_id, episode.annotator_id, episode.desktop_generation)
+
+
+def episode_group(episode_id: int) -> str:
+    return f"episode-{episode_id}"
+
+
+def tell(episode_id: int, event: str, payload: dict[str, Any]) -> None:
+    notify_group(episode_group(episode_id), event, {"episode": episode_id, **payload})
+
+
+# --- ending --------------------------------------------------------------------------------
+
+
+def end_episode(episode_id: int, outcome: str, reason: str) -> bool:
+    """End an episode once: release its desktop, submit its task or give it back to the pool."""
+    with transaction.atomic():
+        episode = Episode.objects.select_for_update().select_related("task").get(pk=episode_id)
+        if episode.ended_at is not None:
+            return False
+        episode.ended_at = timezone.now()
+        episode.outcome = outcome
+        episode.end_reason = reason[:300]
+        episode.save(update_fields=["ended_at", "outcome", "end_reason"])
+        if episode.desktop_id is not None:
+            # Only the lease this episode holds: a desktop reset since may be someone else's.
+            pool.release_desktop(
+                episode.desktop_id, episode.annotator, generation=episode.desktop_generation
+            )
+        task = Task.objects.select_for_update().get(pk=episode.task_id)
+        if task.status == TaskStatus.IN_PROGRESS and task.assignee_id == episode.annotator_id:
+            worked = outcome in (
+                EpisodeOutcome.FINISHED,
+                EpisodeOutcome.CALL_USER,
+                EpisodeOutcome.MAX_STEPS,
+            )
+            if worked:
+                queue.end_held_task(
+                    task, TaskStatus.SUBMITTED, TaskEvent.Kind.SUBMITTED, episode.annotator
+                )
+            else:
+                queue.end_held_task(
+                    task, TaskStatus.QUEUED, TaskEvent.Kind.RELEASED, episode.annotator, reason
+                )
+        tell(episode.pk, "ended", {"outcome": outcome, "reason": reason})
+    return True
+
+
+def heartbeat(episode_id: int, user: User) -> None:
+    """Keep the task's lease and the desktop's lease alive together (resuming a paused episode)."""
+    episode = Episode.objects.select_related("task").get(pk=episode_id, annotator=user)
+    task = episode.task
+    if episode.ended_at is not None or task.lease_id is None:
+        raise EpisodeError("This episode has ended.")
+    if episode.paused_at is not None:
+        resume(episode)
+        return
+    queue.heartbeat(task.pk, task.lease_id, user)
+    if episode.desktop_id is not None:
+        pool.renew_desktop_lease(
+            episode.desktop_id, user, desktop_lease_seconds(), episode.desktop_generation
+        )
+
+
+def refuse_without_desktop(episode_id: int) -> None:
+    """A running episode whose desktop is no longer its own ends, and its decision is refused."""
+    episode = Episode.objects.get(pk=episode_id)
+    if episode.ended_at is None and not owns_desktop(episode):
+        end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, DESKTOP_LOST)
+        raise DesktopNotOwned(f"Episode {episode.pk} ended: {DESKTOP_LOST}.")
+
+
+# --- away and back: pausing and resuming ---------------------------------------------------
+
+
+def pause_lapsed_episodes(now: Any = None) -> dict[str, int]:
+    """Periodic: pause the running episodes whose task lease lapsed (the annotator went away),
+    keeping their task and desktop for the grace period; end those paused past it."""
+    now = now or timezone.now()
+    grace = timedelta(seconds=settings.TANDEM_EPISODE_GRACE_SECONDS)
+    done = {"paused": 0, "ended": 0}
+    lapsed = Episode.objects.filter(
+        ended_at__isnull=True,
+        task__status=TaskStatus.IN_PROGRESS,
+        task__lease_expires_at__lte=now,
+    ).values_list("pk", flat=True)
+    for episode_id in list(lapsed):
+        with transaction.atomic():
+            episode = (
+                Episode.objects.select_for_update(skip_locked=True, of=("self",))
+                .select_related("task")
+                .filter(pk=episode_id, ended_at__isnull=True)
+                .first()
+            )
+            if episode is None:
+                continue
+            if episode.paused_at is None:
+                _pause(episode, now, grace)
+                done["paused"] += 1
+                continue
+        minutes = settings.TANDEM_EPISODE_GRACE_SECONDS // 60
+        reason = f"away for more than {minutes} min: the desktop went back to the pool"
+        if end_episode(episode_id, EpisodeOutcome.ABANDONED, reason):
+            done["ended"] += 1
+    return done
+
+
+def _pause(episode: Episode, now: Any, grace: timedelta) -> None:
+    task = Task.objects.select_for_update().get(pk=episode.task_id)
+    episode.paused_at = now
+    episode.save(update_fields=["paused_at"])
+    seconds = settings.TANDEM_LEASE_SECONDS
+    reason = f"no heartbeat for {seconds} s: paused, kept for the annotator"
+    queue.keep_for(task, now + grace, TaskEvent.Kind.PAUSED, reason)
+    if episode.desktop_id is not None and episode.desktop_generation is not None:
+        Desktop.objects.filter(pk=episode.desktop_id, generation=episode.desktop_generation).update(
+            lease_expires_at=now + grace + timedelta(seconds=seconds)
+        )
+    tell(episode.pk, "paused", {"reason": reason})
+    notify_user(episode.annotator_id, "episode_paused", {"episode": episode.pk, "reason": reason})
+
+
+def resume(episode: Episode) -> None:
+    """The annotator is back: a paused episode runs again with fresh leases."""
+    with transaction.atomic():
+        locked = Episode.objects.select_for_update().get(pk=episode.pk)
+        if locked.ended_at is None and locked.paused_at is not None:
+            unpause(locked)
+            episode.paused_at = None
+
+
+def unpause(episode: Episode) -> None:
+    """Within the caller's transaction, with the episode's row locked."""
+    task = Task.objects.select_for_update().get(pk=episode.task_id)
+    episode.paused_at = None
+    episode.save(update_fields=["paused_at"])
+    queue.keep_for(task, timezone.now() + queue.lease_duration(), TaskEvent.Kind.RESUMED, "")
+    if episode.desktop_id is not None and episode.desktop_generation is not None:
+        Desktop.objects.filter(pk=episode.desktop_id, generation=episode.desktop_generation).update(
+            lease_expires_at=timezone.now() + timedelta(seconds=desktop_lease_seconds())
+        )
+    tell(episode.pk, "resumed", {})
