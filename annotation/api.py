@@ -271,7 +271,14 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
 
 class EpisodeViewSet(viewsets.ReadOnlyModelViewSet):
     token_resource = "episodes"
-    filterset_fields = ["task", "task__project", "outcome", "annotator__username", "model_version"]
+    filterset_fields = {
+        "task": ["exact"],
+        "task__project": ["exact"],
+        "outcome": ["exact"],
+        "annotator__username": ["exact"],
+        "model_version": ["exact"],
+        "ended_at": ["isnull"],  # ?ended_at__isnull=true: the running ones
+    }
     ordering_fields = ["started_at", "ended_at"]
 
     def get_queryset(self) -> QuerySet[Episode]:
@@ -323,21 +330,26 @@ class EpisodeViewSet(viewsets.ReadOnlyModelViewSet):
         stream = open_stream(episode.desktop, request.user)
         return Response(StreamSerializer(stream).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=ReviewSerializer, responses={201: ReviewSerializer})
+    @extend_schema(
+        request=ReviewSerializer, responses={201: ReviewSerializer, 200: ReviewSerializer}
+    )
     @action(detail=True, methods=["post"], url_path="reviews")
     def review(self, request: Request, pk: str) -> Response:
+        """Review an ended episode: 201 with the new review, or 200 with the review already
+        stored when this one repeats it (a double click or a retry; see ``annotation.reviews``)."""
         episode = self.get_object()
         access.require(request.user, episode.task.project, Capability.REVIEW)
         body = ReviewSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        review = reviews.review_episode(
+        receipt = reviews.submit_review(
             episode,
             request.user,
             body.validated_data["verdict"],
             body.validated_data.get("first_wrong_step"),
             body.validated_data.get("comment", ""),
         )
-        return Response(ReviewSerializer(review).data, status=status.HTTP_201_CREATED)
+        code = status.HTTP_200_OK if receipt.duplicate else status.HTTP_201_CREATED
+        return Response(ReviewSerializer(receipt.review).data, status=code)
 
 
 class ScreenshotView(APIView):

@@ -1,5 +1,6 @@
 """WebSocket consumers of the annotation app."""
 
+import logging
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -7,11 +8,42 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from annotation import access, episodes
 from annotation.models import Episode, EpisodeOutcome
+from annotation.socket_messages import Decide, MessageRefused, parse_message, read_frame
 from backend.errors import DomainError
 from backend.notifications import user_group
 
+logger = logging.getLogger(__name__)
 
-class NotificationConsumer(AsyncJsonWebsocketConsumer):
+
+class ServerFailed(DomainError):
+    status_code = 500
+    code = "server_error"
+
+
+class CheckedJsonConsumer(AsyncJsonWebsocketConsumer):
+    """A JSON socket that answers every frame it cannot read (binary, too large, not JSON)
+    with an ``error`` event, and stays open: a client's mistake never closes it."""
+
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
+    ) -> None:
+        try:
+            content = read_frame(text_data)
+        except MessageRefused as error:
+            await self._error(error)
+            return
+        await self.receive_json(content, **kwargs)
+
+    async def _error(self, error: DomainError, **extra: Any) -> None:
+        payload = {"code": error.code, "message": error.message, **extra}
+        if isinstance(error, MessageRefused):
+            payload["field"] = error.field
+            if payload.get("step") is None:
+                payload["step"] = error.step
+        await self.send_json({"event": "error", "payload": payload})
+
+
+class NotificationConsumer(CheckedJsonConsumer):
     """Pushes notices for the signed-in user (e.g. tasks assigned to them); refuses anonymous."""
 
     async def connect(self) -> None:
@@ -31,15 +63,23 @@ class NotificationConsumer(AsyncJsonWebsocketConsumer):
     async def notice(self, message: dict[str, Any]) -> None:
         await self.send_json({"event": message["event"], "payload": message["payload"]})
 
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        await self._error(MessageRefused("This socket only sends notices; send nothing on it."))
 
-class EpisodeConsumer(AsyncJsonWebsocketConsumer):
+
+class EpisodeConsumer(CheckedJsonConsumer):
     """The live loop's socket: the episode's annotator decides, people who may view it watch.
 
     Client → server: ``{"type": "decide", "step", "decision", "proposal", "thought", "action",
-    "decision_ms"}``, ``{"type": "heartbeat"}``, ``{"type": "abandon"}``, ``{"type": "state"}``.
+    "decision_ms", "observation"}``, ``{"type": "heartbeat"}``, ``{"type": "abandon"}``,
+    ``{"type": "state"}``.
     Server → client: ``{"event", "payload"}`` with events ``state``, ``observation``,
     ``proposal_delta``, ``proposal``, ``model_unavailable``, ``decided``, ``decision_ack``,
-    ``ended``, ``desktop_failed``, ``heartbeat_ack`` and ``error`` (``code``, ``message``).
+    ``ended``, ``desktop_failed``, ``heartbeat_ack`` and ``error`` (``code``, ``message``, the
+    ``step`` it answers when known and, for a message refused as malformed, its ``field``).
+    Every message is checked by ``annotation.socket_messages`` before anything is stored; a
+    refused message, and any failure while handling one, is answered with an ``error`` event
+    and the socket stays open.
     All the work happens in ``annotation.episodes`` and in Celery jobs; this only relays.
     """
 
@@ -84,50 +124,53 @@ class EpisodeConsumer(AsyncJsonWebsocketConsumer):
         )()
         await self.send_json({"event": "state", "payload": state})
 
-    async def _error(self, error: DomainError, **extra: Any) -> None:
-        await self.send_json(
-            {"event": "error", "payload": {"code": error.code, "message": error.message, **extra}}
-        )
-
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        kind = content.get("type") if isinstance(content, dict) else None
-        if kind == "state":
-            await self._send_state()
-            return
-        if not self.controls:
-            await self._error(episodes.EpisodeError("This stream is view-only."))
-            return
-        user = self.scope["user"]
+        step = None
         try:
-            if kind == "decide":
-                receipt = await database_sync_to_async(episodes.decide)(
-                    self.episode_id,
-                    user,
-                    int(content["step"]),
-                    str(content["decision"]),
-                    proposal_rank=content.get("proposal"),
-                    thought=str(content.get("thought", "")),
-                    action=content.get("action"),
-                    decision_ms=content.get("decision_ms"),
-                )
-                await self.send_json(
-                    {
-                        "event": "decision_ack",
-                        "payload": {"step": receipt.step, "duplicate": receipt.duplicate},
-                    }
-                )
-            elif kind == "heartbeat":
-                await database_sync_to_async(episodes.heartbeat)(self.episode_id, user)
+            message = parse_message(content)
+            if message == "state":
+                await self._send_state()
+                return
+            if not self.controls:
+                raise episodes.EpisodeError("This stream is view-only.")
+            if isinstance(message, Decide):
+                step = message.step
+                await self._decide(message)
+            elif message == "heartbeat":
+                await database_sync_to_async(episodes.heartbeat)(self.episode_id, self.user)
                 await self.send_json({"event": "heartbeat_ack", "payload": {}})
-            elif kind == "abandon":
+            else:
                 await database_sync_to_async(episodes.end_episode)(
                     self.episode_id, EpisodeOutcome.ABANDONED, "abandoned by the annotator"
                 )
-            else:
-                raise episodes.InvalidDecision(f"unknown message type {kind!r}")
         except DomainError as error:
-            await self._error(
-                error, step=content.get("step") if isinstance(content, dict) else None
-            )
-        except (KeyError, TypeError, ValueError) as error:
-            await self._error(episodes.InvalidDecision(f"malformed message: {error}"))
+            await self._error(error, step=step)
+        except Exception:
+            logger.exception("episode %s: a socket message failed", self.episode_id)
+            failed = ServerFailed("The server failed on this message; ask for the state again.")
+            await self._error(failed, step=step)
+
+    @property
+    def user(self) -> Any:
+        return self.scope["user"]
+
+    async def _decide(self, message: Decide) -> None:
+        # The screenshot decided on is checked only when the client names it.
+        seen = {} if message.observation is None else {"observation": message.observation}
+        receipt = await database_sync_to_async(episodes.decide)(
+            self.episode_id,
+            self.user,
+            message.step,
+            message.decision,
+            proposal_rank=message.proposal,
+            thought=message.thought,
+            action=message.action,
+            decision_ms=message.decision_ms,
+            **seen,
+        )
+        await self.send_json(
+            {
+                "event": "decision_ack",
+                "payload": {"step": receipt.step, "duplicate": receipt.duplicate},
+            }
+        )

@@ -16,7 +16,9 @@ Rules, exactly:
   the lowest-ranked valid proposal. A step may have none (the model answered nothing usable).
 - **Error-correction pair** at each step whose final decision is ``corrected`` and which is not
   a reflection: context at τ; chosen = the final (t*τ, a*τ); rejected = the model's proposal.
-  Skipped, with a counted reason, when there is no valid proposal or when it equals the final.
+  Skipped, with a counted reason, when there is no valid proposal or when it equals the final
+  (``decision_rules.same_step``: thoughts equal but for surrounding whitespace, actions equal
+  in canonical JSON), so a pair's chosen never equals its rejected.
 - **Post-reflection pair** after ``error_kept`` at τ: context at τ+1 (its history holds the kept
   error); chosen = the final step at τ+1; rejected = the model's proposal at τ+1. No pair, with a
   counted reason, when the proposal equals the final (the model reflected by itself), when there
@@ -54,6 +56,7 @@ from typing import Any, Literal
 
 from django.db.models import F, Lookup, OuterRef, Q, QuerySet, Subquery, Value
 
+from annotation.decision_rules import same_step
 from annotation.models import (
     DatasetExport,
     Decision,
@@ -344,7 +347,7 @@ def _read_finals(ids: list[int], with_proposals: bool) -> dict[int, list[_Final]
     proposals: dict[int, list[_ProposalRow]] = defaultdict(list)
     if with_proposals:
         for step_id, proposal_id, thought, action, invalid_reason in (
-            Proposal.objects.filter(of_steps)
+            Proposal.objects.filter(of_steps, superseded=False)  # made for a replaced screen
             .order_by("step_id", "rank")
             .values_list("step_id", "pk", "thought", "action", "invalid_reason")
         ):
@@ -449,7 +452,9 @@ def _pair(
         tally.skipped[REFLECTION_NO_VALID_PROPOSAL if reflection else NO_VALID_PROPOSAL] += 1
         return None
     assert proposal.action_json is not None  # valid proposals always have one
-    if (proposal.thought, proposal.action_json) == (final.turn.thought, final.turn.action_json):
+    if same_step(
+        proposal.thought, proposal.action_json, final.turn.thought, final.turn.action_json
+    ):
         tally.skipped[REFLECTION_EQUALS_PROPOSAL if reflection else CORRECTION_EQUALS_PROPOSAL] += 1
         return None
     context = _context(episode, turns, at)

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from annotation import model_versions, queue
+from annotation import decision_rules, model_versions, queue
 from annotation.episode_leases import (
     DESKTOP_LOST,
     desktop_lease_seconds,
@@ -59,10 +59,12 @@ from annotation.models import (
 from backend.accounts.models import User
 from backend.celery import send_after_commit
 from backend.errors import DomainError
-from vm_pool import pool
+from vm_pool import pool, screen_watch
 from vm_pool.actions import Action, ActionType, InvalidAction, ScreenSize
 from vm_pool.models import Desktop, host_queue
+from vm_pool.providers.base import Observation
 from vm_pool.screenshots import store_screenshot
+from vm_pool.x11_capture import frame_of_png
 
 logger = logging.getLogger(__name__)
 
@@ -139,16 +141,25 @@ def prepare_episode(episode_id: int) -> None:
     if not owns_desktop(episode):  # reset while the setup ran: that screen is not ours
         end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, DESKTOP_LOST)
         return
-    _store_observation(episode.pk, 1, observation.png)
+    _store_observation(episode.pk, 1, observation, control)
 
 
-def _store_observation(episode_id: int, index: int, png: bytes) -> Step | None:
-    screenshot = store_screenshot(png)
+def _store_observation(
+    episode_id: int, index: int, observation: Observation, control: Any = None
+) -> Step | None:
+    screenshot = store_screenshot(observation.png)
     with transaction.atomic():
         episode = Episode.objects.select_for_update().get(pk=episode_id)
         if episode.ended_at is not None or episode.steps.filter(index=index).exists():
             return None
-        step = Step.objects.create(episode=episode, index=index, observation=screenshot)
+        step = Step.objects.create(
+            episode=episode,
+            index=index,
+            observation=screenshot,
+            settle_ms=round(observation.waited_ms),
+        )
+        if control is not None and hasattr(control, "grab_frame"):
+            transaction.on_commit(lambda: _watch(step.pk, control, observation.png))
         send_after_commit("annotation.jobs.propose_step", [step.pk], "model")
         tell(
             episode_id,
@@ -162,12 +173,70 @@ def _store_observation(episode_id: int, index: int, png: bytes) -> Step | None:
     return step
 
 
+def _watch(step_id: int, control: Any, png: bytes) -> None:
+    """Watch the desktop until the step is decided (``vm_pool.screen_watch``)."""
+
+    def on_change(png: bytes, waited_ms: float) -> bool:
+        try:
+            return reobserve(step_id, png, waited_ms)
+        finally:
+            connection.close()  # the watcher thread holds no connection between changes
+
+    def still_open() -> bool:
+        try:
+            return Step.objects.filter(
+                pk=step_id, decided_at__isnull=True, episode__ended_at__isnull=True
+            ).exists()
+        finally:
+            connection.close()  # the watcher thread holds no connection between checks
+
+    screen_watch.watcher.watch(
+        screen_watch.Watch(step_id, control.grab_frame, frame_of_png(png), on_change, still_open)
+    )
+
+
+def reobserve(step_id: int, png: bytes, waited_ms: float) -> bool:
+    """The screen of an undecided step changed: its newer observation replaces the stored one,
+    the browser is told and the model is asked again. Answers whether to go on watching."""
+    screenshot = store_screenshot(png)
+    with transaction.atomic():
+        episode_id = Step.objects.values_list("episode_id", flat=True).get(pk=step_id)
+        episode = Episode.objects.select_for_update().get(pk=episode_id)
+        step = Step.objects.get(pk=step_id)
+        latest = episode.steps.order_by("-index").values_list("index", flat=True).first()
+        if episode.ended_at is not None or step.decided_at is not None or latest != step.index:
+            return False  # decided meanwhile: the change is its action's, not this step's
+        if step.observation_id == screenshot.pk:
+            return True
+        step.observation = screenshot
+        step.reobserved += 1
+        step.settle_ms = round(waited_ms)
+        step.save(update_fields=["observation", "reobserved", "settle_ms"])
+        step.proposals.update(superseded=True)
+        send_after_commit("annotation.jobs.propose_step", [step.pk], "model")
+        tell(
+            episode.pk,
+            "observation",
+            {
+                "step": step.index,
+                "screenshot": screenshot.pk,
+                "screen": [screenshot.width, screenshot.height],
+                "reobserved": step.reobserved,
+            },
+        )
+    return True
+
+
 # --- proposals -----------------------------------------------------------------------------
 
 
-def record_proposals(step_id: int, result: Any) -> list[Proposal]:
-    """Store a proposer's answer (``model_serving`` ProposalResult) for a step, in rank order."""
+def record_proposals(step_id: int, result: Any, observation: str | None = None) -> list[Proposal]:
+    """Store a proposer's answer (``model_serving`` ProposalResult) for a step, in rank order.
+
+    An answer for an observation the screen has replaced since (``observation``, the one the
+    request showed) is stored as superseded and not offered."""
     step = Step.objects.select_related("episode").get(pk=step_id)
+    superseded = observation is not None and observation != step.observation_id
     first_rank = step.proposals.count()
     rows = [
         Proposal(
@@ -183,11 +252,14 @@ def record_proposals(step_id: int, result: Any) -> list[Proposal]:
             prompt_tokens=result.prompt_tokens,
             completion_tokens=result.completion_tokens,
             latency_ms=result.latency_ms,
+            superseded=superseded,
         )
         for i, candidate in enumerate(result.candidates)
     ]
     with transaction.atomic():
         Proposal.objects.bulk_create(rows)
+        if superseded:
+            return rows
         Episode.objects.filter(pk=step.episode_id, model_version="").update(
             model_name=result.model_name, model_version=result.model_version
         )
@@ -245,6 +317,7 @@ def decide(
     thought: str = "",
     action: dict[str, Any] | None = None,
     decision_ms: int | None = None,
+    observation: str | None = None,
 ) -> DecisionReceipt:
     """Commit the annotator's decision for the open step, then queue its execution."""
     if decision not in Decision.values:
@@ -265,6 +338,10 @@ def decide(
         final_thought, final_action, chosen = _final_step(
             episode, step, decision, proposal_rank, thought, action
         )
+        # A correction that changes nothing is the model's step accepted: no error to learn from.
+        decision = decision_rules.effective_decision(
+            decision, final_thought, final_action.to_json(), chosen
+        )
         if step is not None and step.decided_at is not None:
             same = (step.decision, step.final_action, step.final_thought) == (
                 decision,
@@ -279,6 +356,11 @@ def decide(
         if step is None or step_index != latest:
             raise StaleDecision(
                 f"Step {step_index} is not the open step (the open step is {latest})."
+            )
+        if observation is not None and observation != step.observation_id:
+            raise StaleDecision(
+                f"The screen of step {step_index} changed before this decision: decide on the "
+                "newer observation."
             )
         step.decision = decision
         step.chosen_proposal = chosen
@@ -317,12 +399,16 @@ def _final_step(
     if decision == Decision.CORRECTED:
         if action is None:
             raise InvalidDecision("A correction needs the annotator's action.")
+        if not thought.strip():
+            raise InvalidDecision("A correction needs the annotator's own thought: why this step.")
         try:
             corrected = Action.from_json(action, platform=platform, screen=screen)
         except InvalidAction as error:
             raise InvalidDecision(f"The corrected action is not valid: {error}") from error
         chosen = (
-            None if proposal_rank is None else step.proposals.filter(rank=proposal_rank).first()
+            None
+            if proposal_rank is None
+            else step.proposals.filter(rank=proposal_rank, superseded=False).first()
         )
         return thought.strip(), corrected, chosen
     if proposal_rank is None:
@@ -330,6 +416,11 @@ def _final_step(
     chosen = step.proposals.filter(rank=proposal_rank).first()
     if chosen is None:
         raise InvalidDecision(f"Step {step.index} has no proposal {proposal_rank}.")
+    if chosen.superseded:
+        raise StaleDecision(
+            f"Proposal {proposal_rank} was made for a screen that has changed since; "
+            "decide on the newer proposal."
+        )
     if not chosen.is_valid:
         raise InvalidDecision(
             f"Proposal {proposal_rank} is invalid ({chosen.invalid_reason}); correct it instead."
@@ -370,7 +461,7 @@ def execute_step(step_id: int) -> None:
         store_screenshot(observation.png)
         end_episode(episode.pk, EpisodeOutcome.MAX_STEPS, f"reached {episode.task.max_steps} steps")
         return
-    _store_observation(episode.pk, step.index + 1, observation.png)
+    _store_observation(episode.pk, step.index + 1, observation, control)
 
 
 def resume_if_stalled(episode_id: int) -> bool:
@@ -392,7 +483,7 @@ def resume_if_stalled(episode_id: int) -> bool:
     if last.decided_at is not None and (last.final_action or {}).get("type") not in ENDING_ACTIONS:
         send_after_commit("annotation.jobs.execute_step", [last.pk], _host_queue_of(episode))
         return True
-    if not last.proposals.exists():
+    if not last.proposals.filter(superseded=False).exists():
         send_after_commit("annotation.jobs.propose_step", [last.pk], "model")
         return True
     return False
@@ -412,7 +503,8 @@ def episode_state(episode: Episode) -> dict[str, Any]:
                 "step": step.index,
                 "screenshot": step.observation_id,
                 "screen": [step.observation.width, step.observation.height],
-                "proposals": [proposal_json(p) for p in step.proposals.all()],
+                "proposals": [proposal_json(p) for p in step.proposals.all() if not p.superseded],
+                "reobserved": step.reobserved,
                 "decision": step.decision or None,
                 "final_thought": step.final_thought,
                 "final_action": step.final_action,

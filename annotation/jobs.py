@@ -108,7 +108,7 @@ def propose_step(step_id: int) -> None:
     step = Step.objects.select_related(
         "episode__task__project", "episode__served_version", "observation"
     ).get(pk=step_id)
-    if step.episode.ended_at is not None or step.proposals.exists():
+    if step.episode.ended_at is not None or step.proposals.filter(superseded=False).exists():
         return
     group = episodes.episode_group(step.episode_id)
     pending: dict[int, str] = {}
@@ -138,7 +138,7 @@ def propose_step(step_id: int) -> None:
         episodes.record_model_unavailable(step_id, str(error))
         return
     flush()
-    episodes.record_proposals(step_id, result)
+    episodes.record_proposals(step_id, result, observation=step.observation_id)
 
 
 @shared_task(name="annotation.jobs.evaluate_model_version", acks_late=True)

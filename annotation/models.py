@@ -295,6 +295,10 @@ class Step(models.Model):
     )
     decided_at = models.DateTimeField(null=True, blank=True)
     decision_ms = models.PositiveIntegerField(null=True, blank=True)
+    # How long the screen took to settle for the stored observation, and how many times a
+    # newer screen replaced it before the decision (``vm_pool.screen_watch``).
+    settle_ms = models.PositiveIntegerField(null=True, blank=True)
+    reobserved = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["episode", "index"]
@@ -326,6 +330,8 @@ class Proposal(models.Model):
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    # Made for an observation the screen has since replaced: kept, never offered or used.
+    superseded = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -266,6 +266,7 @@ class EpisodeSerializer(serializers.ModelSerializer):
             "model_version",
             "started_at",
             "ended_at",
+            "paused_at",
             "outcome",
             "end_reason",
             "step_count",

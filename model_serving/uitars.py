@@ -3,8 +3,13 @@
 Prompts. The texts are UI-TARS-1.5's as published in the UI-TARS repository's
 ``codes/prompts.py``, to which the UI-TARS-1.5 README points (COMPUTER_USE for desktop and web
 tasks, MOBILE_USE for Android), character for character, with ``{language}`` and
-``{instruction}`` filled in. The ``ui-tars`` package on PyPI does not ship them: its prompt
-module only has the Doubao variants, whose action space is written with ``<point>`` tags.
+``{instruction}`` filled in, except for the action space: it lists exactly the actions the
+project's platform accepts (``vm_pool``'s ``ALLOWED_ACTIONS``), so the model is offered every
+action it may answer with and nothing it may not. The published texts lack ``call_user()``
+(and MOBILE_USE ``wait()``), which the platform accepts and the model writes; those lines are
+added as UI-TARS's own agents write them. The ``ui-tars`` package on PyPI does not ship the
+prompts: its prompt module only has the Doubao variants, whose action space is written with
+``<point>`` tags.
 
 Messages, as UI-TARS-1.5's own inference code (the OSWorld agent) builds them: the system turn
 "You are a helpful assistant.", a user turn with the prompt, then for each earlier step a user
@@ -72,9 +77,70 @@ from enum import StrEnum
 from typing import Any
 
 from model_serving.proposers.base import Candidate, ProposalRequest
-from vm_pool.actions import Action, InvalidAction, Platform, Point, ScreenSize
+from vm_pool.actions import (
+    ALLOWED_ACTIONS,
+    Action,
+    ActionType,
+    InvalidAction,
+    Platform,
+    Point,
+    ScreenSize,
+)
 
 SYSTEM_PROMPT = "You are a helpful assistant."
+
+# The action space as each prompt writes it: one line per action type, in the published order.
+# A prompt lists exactly the types its platform accepts (``ALLOWED_ACTIONS``), no more, no less.
+# The published COMPUTER_USE has no ``call_user()`` and MOBILE_USE neither ``wait()`` nor
+# ``call_user()``, although the platform accepts them and the model writes them; their lines are
+# the ones UI-TARS's own agents use (``call_user()`` as in OSWorld's UI-TARS agent and the
+# UI-TARS desktop SDK, ``wait()`` as in COMPUTER_USE).
+_WAIT = "wait() #Sleep for 5s and take a screenshot to check for any changes."
+_FINISHED = (
+    "finished(content='xxx') # Use escape characters \\', \\\", and \\n in content part to "
+    "ensure we can parse the content in normal python string format."
+)
+_CALL_USER = (
+    "call_user() # Submit the task and call the user when the task is unsolvable, or when you "
+    "need the user's help."
+)
+COMPUTER_USE_ACTIONS: dict[ActionType, str] = {
+    ActionType.CLICK: "click(start_box='<|box_start|>(x1,y1)<|box_end|>')",
+    ActionType.LEFT_DOUBLE: "left_double(start_box='<|box_start|>(x1,y1)<|box_end|>')",
+    ActionType.RIGHT_SINGLE: "right_single(start_box='<|box_start|>(x1,y1)<|box_end|>')",
+    ActionType.DRAG: (
+        "drag(start_box='<|box_start|>(x1,y1)<|box_end|>', "
+        "end_box='<|box_start|>(x3,y3)<|box_end|>')"
+    ),
+    ActionType.HOTKEY: "hotkey(key='')",
+    ActionType.TYPE: (
+        "type(content='xxx') # Use escape characters \\', \\\", and \\n in content part to "
+        "ensure we can parse the content in normal python string format. If you want to submit "
+        "your input, use \\n at the end of content. "
+    ),
+    ActionType.SCROLL: (
+        "scroll(start_box='<|box_start|>(x1,y1)<|box_end|>', "
+        "direction='down or up or right or left')"
+    ),
+    ActionType.WAIT: _WAIT,
+    ActionType.FINISHED: _FINISHED,
+    ActionType.CALL_USER: _CALL_USER,
+}
+MOBILE_USE_ACTIONS: dict[ActionType, str] = {
+    ActionType.CLICK: "click(start_box='<|box_start|>(x1,y1)<|box_end|>')",
+    ActionType.LONG_PRESS: "long_press(start_box='<|box_start|>(x1,y1)<|box_end|>')",
+    ActionType.TYPE: (
+        "type(content='') #If you want to submit your input, use \"\\n\" at the end of `content`."
+    ),
+    ActionType.SCROLL: COMPUTER_USE_ACTIONS[ActionType.SCROLL],
+    ActionType.OPEN_APP: "open_app(app_name='')",
+    ActionType.DRAG: COMPUTER_USE_ACTIONS[ActionType.DRAG],
+    ActionType.PRESS_HOME: "press_home()",
+    ActionType.PRESS_BACK: "press_back()",
+    ActionType.WAIT: _WAIT,
+    ActionType.FINISHED: _FINISHED,
+    ActionType.CALL_USER: _CALL_USER,
+}
 
 COMPUTER_USE = """You are a GUI agent. You are given a task and your action history, with screenshots. You need to perform the next action to complete the task.
 
@@ -86,15 +152,7 @@ Action: ...
 
 ## Action Space
 
-click(start_box='<|box_start|>(x1,y1)<|box_end|>')
-left_double(start_box='<|box_start|>(x1,y1)<|box_end|>')
-right_single(start_box='<|box_start|>(x1,y1)<|box_end|>')
-drag(start_box='<|box_start|>(x1,y1)<|box_end|>', end_box='<|box_start|>(x3,y3)<|box_end|>')
-hotkey(key='')
-type(content='xxx') # Use escape characters \\', \\\", and \\n in content part to ensure we can parse the content in normal python string format. If you want to submit your input, use \\n at the end of content. 
-scroll(start_box='<|box_start|>(x1,y1)<|box_end|>', direction='down or up or right or left')
-wait() #Sleep for 5s and take a screenshot to check for any changes.
-finished(content='xxx') # Use escape characters \\', \\", and \\n in content part to ensure we can parse the content in normal python string format.
+{action_space}
 
 
 ## Note
@@ -103,7 +161,7 @@ finished(content='xxx') # Use escape characters \\', \\", and \\n in content par
 
 ## User Instruction
 {instruction}
-"""  # noqa: E501, W291
+"""  # noqa: E501
 
 MOBILE_USE = """You are a GUI agent. You are given a task and your action history, with screenshots. You need to perform the next action to complete the task. 
 ## Output Format
@@ -113,15 +171,7 @@ Action: ...
 ```
 ## Action Space
 
-click(start_box='<|box_start|>(x1,y1)<|box_end|>')
-long_press(start_box='<|box_start|>(x1,y1)<|box_end|>')
-type(content='') #If you want to submit your input, use "\\n" at the end of `content`.
-scroll(start_box='<|box_start|>(x1,y1)<|box_end|>', direction='down or up or right or left')
-open_app(app_name=\'\')
-drag(start_box='<|box_start|>(x1,y1)<|box_end|>', end_box='<|box_start|>(x3,y3)<|box_end|>')
-press_home()
-press_back()
-finished(content='xxx') # Use escape characters \\', \\", and \\n in content part to ensure we can parse the content in normal python string format.
+{action_space}
 
 
 ## Note
@@ -222,9 +272,21 @@ def _scale(value: int, numerator: int, denominator: int) -> int:
 # --- the request ---------------------------------------------------------------------------
 
 
+def action_space_text(platform: str) -> str:
+    """The prompt's action space for ``platform``: a line for each action type it accepts."""
+    lines = MOBILE_USE_ACTIONS if Platform(platform) is Platform.ANDROID else COMPUTER_USE_ACTIONS
+    allowed = ALLOWED_ACTIONS[Platform(platform)]
+    missing = allowed - lines.keys()
+    if missing:
+        raise ValueError(f"no prompt line for {', '.join(sorted(missing))} on {platform}")
+    return "\n".join(line for action, line in lines.items() if action in allowed)
+
+
 def prompt_text(instruction: str, platform: str, language: str = "English") -> str:
     template = MOBILE_USE if Platform(platform) is Platform.ANDROID else COMPUTER_USE
-    return template.format(language=language, instruction=instruction)
+    return template.format(
+        language=language, instruction=instruction, action_space=action_space_text(platform)
+    )
 
 
 def action_text(action: Action, screen: ScreenSize, style: str) -> str:

@@ -19,8 +19,10 @@ from model_serving.proposers.openai import OpenAIProposer
 from model_serving.uitars import (
     COMPUTER_USE,
     MOBILE_USE,
+    action_space_text,
     build_messages,
     parse_response,
+    prompt_text,
     smart_resize,
     to_model,
     to_screen,
@@ -28,7 +30,15 @@ from model_serving.uitars import (
 from tests.fake_model_server import Reply, serving
 from tests.pngs import solid_png
 from tests.services import free_port
-from vm_pool.actions import Action, ActionType, Direction, Point, ScreenSize
+from vm_pool.actions import (
+    ALLOWED_ACTIONS,
+    Action,
+    ActionType,
+    Direction,
+    Platform,
+    Point,
+    ScreenSize,
+)
 
 HD = ScreenSize(1920, 1080)
 INSTRUCTION = "Save the open document as report.txt on the desktop."
@@ -405,7 +415,7 @@ def test_request_for_step_seven_is_the_ui_tars_prompt_with_five_images():
         text = f"Thought: {thought}\nAction: {action_text}"
         return {"role": "assistant", "content": [{"type": "text", "text": text}]}
 
-    prompt = COMPUTER_USE.format(language="English", instruction=INSTRUCTION)
+    prompt = prompt_text(INSTRUCTION, "desktop")
     assert body["messages"] == [
         {"role": "system", "content": [{"type": "text", "text": "You are a helpful assistant."}]},
         {"role": "user", "content": [{"type": "text", "text": prompt}]},
@@ -450,8 +460,58 @@ def test_prompt_is_ui_tars_15_computer_use_with_language_and_instruction():
 def test_android_gets_the_mobile_prompt():
     messages = build_messages(request_for(platform="android"), "uitars15")
     prompt = messages[1]["content"][0]["text"]
-    assert prompt == MOBILE_USE.format(language="English", instruction=INSTRUCTION)
+    assert prompt == MOBILE_USE.format(
+        language="English", instruction=INSTRUCTION, action_space=action_space_text("android")
+    )
     assert "press_home()\npress_back()\n" in prompt
+
+
+def offered_actions(prompt: str) -> list[str]:
+    """The action names the prompt's action space lists, in its order."""
+    section = prompt.split("## Action Space\n\n", 1)[1].split("\n\n", 1)[0]
+    return [line.split("(", 1)[0] for line in section.splitlines()]
+
+
+@pytest.mark.parametrize("platform", list(Platform))
+def test_the_prompt_offers_exactly_the_actions_the_platform_accepts(platform):
+    offered = offered_actions(prompt_text(INSTRUCTION, platform))
+    assert len(offered) == len(set(offered))
+    assert set(offered) == {str(action) for action in ALLOWED_ACTIONS[platform]}
+
+
+def test_the_desktop_prompt_offers_call_user_after_finished():
+    prompt = prompt_text(INSTRUCTION, "desktop")
+    assert offered_actions(prompt)[-2:] == ["finished", "call_user"]
+    assert (
+        "\ncall_user() # Submit the task and call the user when the task is unsolvable, or when "
+        "you need the user's help.\n\n\n## Note\n"
+    ) in prompt
+    assert COMPUTER_USE.count("{action_space}") == 1
+
+
+def test_every_action_the_prompt_offers_reads_back_as_that_action():
+    """What the model copies from the prompt's action space parses, on its platform."""
+    examples = {
+        "click": "click(start_box='(10,20)')",
+        "left_double": "left_double(start_box='(10,20)')",
+        "right_single": "right_single(start_box='(10,20)')",
+        "long_press": "long_press(start_box='(10,20)')",
+        "drag": "drag(start_box='(10,20)', end_box='(30,40)')",
+        "scroll": "scroll(start_box='(10,20)', direction='down')",
+        "type": "type(content='hi')",
+        "hotkey": "hotkey(key='ctrl c')",
+        "open_app": "open_app(app_name='Settings')",
+        "wait": "wait()",
+        "finished": "finished(content='')",
+        "call_user": "call_user()",
+        "press_home": "press_home()",
+        "press_back": "press_back()",
+    }
+    for platform in Platform:
+        for name in offered_actions(prompt_text(INSTRUCTION, platform)):
+            text = f"Thought: go.\nAction: {examples[name]}"
+            candidate = parse_response(text, HD, "uitars15", platform)
+            assert candidate.is_valid and candidate.action.type == name, (platform, candidate)
 
 
 @pytest.mark.parametrize("steps", [0, 1, 4, 5, 6])

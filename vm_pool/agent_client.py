@@ -2,6 +2,11 @@
 
 The agent is reached directly, never through a proxy: on a unix socket (``unix:/path``, local
 desktops) or at ``host:port`` (containers, machines on the private network).
+
+Every call is bounded: the timeout of a call is how long the agent may stay silent (connecting,
+sending, waiting for its answer) before the call fails with a ``DesktopError``, so a hung
+agent ends the job that asked, never stalls it. Calls that wait on purpose (a command's own
+timeout, a launch's window timeout, a long ``type``) get that wait plus a margin.
 """
 
 import base64
@@ -10,8 +15,16 @@ import json
 import socket
 from typing import Any
 
-from vm_pool.actions import Action, ScreenSize
+from vm_pool.actions import Action, ActionType, ScreenSize
 from vm_pool.providers.base import CommandResult, DesktopError, Health, Launched, Observation
+
+HEALTH_TIMEOUT_S = 2.0
+CALL_TIMEOUT_S = 30.0  # files, observations, and actions apart from their typing
+# Added to a wait the agent does on purpose: the agent's own bookkeeping after it (killing a
+# timed-out command and collecting its output) is not instant.
+MARGIN_S = 10.0
+# A bound on the time per typed character, far slower than any typing rate of the controller.
+TYPE_S_PER_CHAR = 0.1
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -31,7 +44,9 @@ class UnixHTTPConnection(http.client.HTTPConnection):
 
 
 class AgentClient:
-    def __init__(self, address: str, key: str, screen: ScreenSize, timeout: float = 30.0) -> None:
+    def __init__(
+        self, address: str, key: str, screen: ScreenSize, timeout: float = CALL_TIMEOUT_S
+    ) -> None:
         self.address = address
         self.key = key
         self.screen = screen
@@ -44,19 +59,19 @@ class AgentClient:
         return http.client.HTTPConnection(host, int(port), timeout=timeout)
 
     def _request(
-        self,
-        method: str,
-        path: str,
-        body: dict[str, Any] | None = None,
-        timeout: float | None = None,
+        self, method: str, path: str, timeout: float, body: dict[str, Any] | None = None
     ) -> tuple[int, dict[str, str], bytes]:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"X-Tandem-Agent-Key": self.key, "Content-Type": "application/json"}
-        connection = self._connection(timeout or self.timeout)
+        connection = self._connection(timeout)
         try:
             connection.request(method, path, body=data, headers=headers)
             response = connection.getresponse()
             return response.status, dict(response.headers), response.read()
+        except TimeoutError as error:
+            raise DesktopError(
+                f"desktop agent at {self.address} did not answer {path} within {timeout:.0f}s"
+            ) from error
         except (OSError, http.client.HTTPException) as error:
             raise DesktopError(
                 f"desktop agent at {self.address} does not answer: {error}"
@@ -65,34 +80,33 @@ class AgentClient:
             connection.close()
 
     def _json(
-        self,
-        method: str,
-        path: str,
-        body: dict[str, Any] | None = None,
-        timeout: float | None = None,
+        self, method: str, path: str, timeout: float, body: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        status, _, data = self._request(method, path, body, timeout=timeout)
-        payload = json.loads(data or b"{}")
+        status, _, data = self._request(method, path, timeout, body)
+        payload = _payload(path, data)
         if status != 200:
             raise DesktopError(f"desktop agent {path}: {payload.get('error', status)}")
         return payload
 
-    def health(self, timeout: float = 2.0) -> Health:
+    def health(self, timeout: float = HEALTH_TIMEOUT_S) -> Health:
         try:
-            status, _, data = self._request("GET", "/health", timeout=timeout)
+            status, _, data = self._request("GET", "/health", timeout)
+            body = _payload("/health", data)
         except DesktopError as error:
             return Health(False, str(error))
         if status == 200:
             return Health(True)
-        body = json.loads(data or b"{}")
         dead = [name for name, alive in body.items() if name != "ok" and alive is False]
         return Health(False, "not running: " + ", ".join(dead) if dead else f"agent said {status}")
 
     def execute(self, action: Action) -> None:
-        self._json("POST", "/execute", {"action": action.to_json()})
+        timeout = self.timeout
+        if action.type == ActionType.TYPE:
+            timeout += len(action.content or "") * TYPE_S_PER_CHAR
+        self._json("POST", "/execute", timeout, {"action": action.to_json()})
 
     def observe(self, settle: bool = True) -> Observation:
-        status, headers, data = self._request("GET", f"/observe?settle={int(settle)}")
+        status, headers, data = self._request("GET", f"/observe?settle={int(settle)}", self.timeout)
         if status != 200:
             raise DesktopError(f"desktop agent /observe: {data[:200]!r}")
         return Observation(
@@ -104,15 +118,27 @@ class AgentClient:
 
     def launch(self, argv: list[str], window_timeout: float = 0.0) -> Launched:
         body = {"argv": argv, "window_timeout": window_timeout}
-        reply = self._json("POST", "/launch", body, timeout=window_timeout + 10)
+        reply = self._json("POST", "/launch", window_timeout + MARGIN_S, body)
         return Launched(int(reply["pid"]), bool(reply.get("window", False)))
 
     def run(self, argv: list[str], timeout: float) -> CommandResult:
-        body = self._json("POST", "/run", {"argv": argv, "timeout": timeout})
-        return CommandResult(int(body["returncode"]), str(body["output"]))
+        body = {"argv": argv, "timeout": timeout}
+        reply = self._json("POST", "/run", timeout + MARGIN_S, body)
+        return CommandResult(int(reply["returncode"]), str(reply["output"]))
 
     def put_file(self, path: str, data: bytes) -> None:
-        self._json("POST", "/files", {"path": path, "data_b64": base64.b64encode(data).decode()})
+        body = {"path": path, "data_b64": base64.b64encode(data).decode()}
+        self._json("POST", "/files", self.timeout, body)
 
     def close(self) -> None:
         pass
+
+
+def _payload(path: str, data: bytes) -> dict[str, Any]:
+    try:
+        payload = json.loads(data or b"{}")
+    except ValueError as error:
+        raise DesktopError(f"desktop agent {path} answered with no JSON: {data[:200]!r}") from error
+    if not isinstance(payload, dict):
+        raise DesktopError(f"desktop agent {path} answered with no JSON object: {data[:200]!r}")
+    return payload

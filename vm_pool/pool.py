@@ -22,7 +22,7 @@ import secrets
 import threading
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -87,23 +87,76 @@ def template_named(name: str) -> DesktopTemplate:
     return template
 
 
-# Controls are kept per process: connecting to a desktop costs more than a step.
-_controls: dict[tuple[int, int, str], DesktopControl] = {}
+class _CachedControl(NamedTuple):
+    generation: int
+    instance_id: str
+    control: DesktopControl
+
+
+# Controls are kept per process, one per desktop, of the generation last asked for: connecting
+# to a desktop costs more than a step. The lock guards the dict only; it is never held while a
+# control connects, acts or closes, so no desktop's I/O ever waits on another's.
+_controls: dict[int, _CachedControl] = {}
 _controls_lock = threading.Lock()
 
 
 def control_for(desktop: Desktop) -> DesktopControl:
-    """This process's control handle of a running desktop (of its current generation)."""
-    key = (desktop.pk, desktop.generation, desktop.instance_id)
-    with _controls_lock:  # a threaded worker runs jobs of several desktops at once
-        control = _controls.get(key)
-        if control is None:
-            for stale in [k for k in _controls if k[0] == desktop.pk]:
-                _controls.pop(stale).close()
-            spec = spec_for(desktop)
-            control = get_provider(desktop.provider).control(spec, endpoint_of(desktop))
-            _controls[key] = control
-    return control
+    """This process's control handle of a running desktop (of its current generation).
+
+    A newer generation's control replaces an older one's, which is closed quietly: its desktop
+    was reset and its X server may be gone. A caller holding an older generation than the one
+    cached is refused: its desktop was reset since, and may be someone else's now.
+    """
+    with _controls_lock:
+        cached = _controls.get(desktop.pk)
+    if cached is not None and _is_for(cached, desktop):
+        return cached.control
+    _refuse_older(desktop, cached)
+    fresh = get_provider(desktop.provider).control(spec_for(desktop), endpoint_of(desktop))
+    dropped: DesktopControl | None
+    with _controls_lock:  # another thread may have cached one meanwhile
+        cached = _controls.get(desktop.pk)
+        if cached is not None and (
+            _is_for(cached, desktop) or cached.generation > desktop.generation
+        ):
+            kept, dropped = cached, fresh
+        else:
+            kept = _controls[desktop.pk] = _CachedControl(
+                desktop.generation, desktop.instance_id, fresh
+            )
+            dropped = cached.control if cached is not None else None
+    if dropped is not None:
+        _close_quietly(dropped)
+    _refuse_older(desktop, kept)
+    return kept.control
+
+
+def _is_for(cached: _CachedControl, desktop: Desktop) -> bool:
+    return (cached.generation, cached.instance_id) == (desktop.generation, desktop.instance_id)
+
+
+def _refuse_older(desktop: Desktop, cached: _CachedControl | None) -> None:
+    if cached is not None and cached.generation > desktop.generation:
+        raise DesktopError(
+            f"desktop {desktop.pk} was reset since this job read it "
+            f"(generation {desktop.generation}, now {cached.generation})"
+        )
+
+
+def _close_quietly(control: DesktopControl) -> None:
+    """Close a control no job will use again; a failure is logged, never raised to a job."""
+    try:
+        control.close()
+    except Exception:  # its desktop may be gone: the handle is dropped either way
+        logger.warning("closing a replaced desktop control failed", exc_info=True)
+
+
+def forget_control(desktop_id: int) -> None:
+    """Close and drop this process's control of a desktop, if it has one (one that stopped)."""
+    with _controls_lock:
+        cached = _controls.pop(desktop_id, None)
+    if cached is not None:
+        _close_quietly(cached.control)
 
 
 def endpoint_of(desktop: Desktop) -> Endpoint:
@@ -217,6 +270,7 @@ def reset_desktop(desktop_id: int) -> Desktop:
             return Desktop.objects.get(pk=desktop_id)
         provider = get_provider(desktop.provider)
         old = spec_for(desktop)
+        forget_control(desktop.pk)  # its X connection ends with the old desktop
         _rotate_secrets(desktop)
         desktop.save(update_fields=["agent_key"])
         try:
@@ -236,6 +290,7 @@ def stop_desktop(desktop_id: int, reason: str = "") -> None:
         )
         if desktop.status == DesktopStatus.STOPPED:
             return
+        forget_control(desktop.pk)
         get_provider(desktop.provider).stop(spec_for(desktop))
         _set_status(
             desktop,

@@ -301,12 +301,13 @@ def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
         end = click_desktop(page, 0.52, 0.83)
         expect(page.get_by_test_id("overlay-draft")).to_be_visible()
         page.screenshot(path=str(SHOTS / "workspace-correction-1920.png"))
+        correction.get_by_label("Thought").fill("Drag the word Reports down instead.")
         page.get_by_role("button", name="Submit step").click()
         third = decided(episode_id, 3)
         assert third.decision == Decision.CORRECTED and third.final_action["type"] == "drag"
         assert_within_a_pixel(third.final_action["point"], start)
         assert_within_a_pixel(third.final_action["end"], end)
-        assert third.final_thought == "Now the word Reports."  # the model's, kept
+        assert third.final_thought == "Drag the word Reports down instead."  # never the model's
 
         # 4: keep the model's wrong scroll on purpose (K) while the web server is down: the
         # decision waits, the socket comes back to a new server and sends it then.

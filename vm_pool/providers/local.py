@@ -11,16 +11,21 @@ also names the desktop's host user.
 """
 
 import contextlib
+import logging
 import os
 import signal
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from django.conf import settings
+from mss.exception import ScreenShotError
+from Xlib.error import ConnectionClosedError, DisplayError, XError
 
 from vm_pool import sandbox, sandbox_limits, sandbox_network
-from vm_pool.actions import Action
+from vm_pool.actions import Action, ActionType
 from vm_pool.agent_client import AgentClient
 from vm_pool.providers.base import (
     CommandResult,
@@ -33,8 +38,28 @@ from vm_pool.providers.base import (
     Observation,
 )
 
+if TYPE_CHECKING:
+    from vm_pool.x11 import X11Controller
+    from vm_pool.x11_capture import Frame
+
+logger = logging.getLogger(__name__)
+
 BUILTIN_HOME_TEMPLATE = Path(__file__).resolve().parent.parent / "home_template"
 START_TIMEOUT = 20.0
+# What a lost X connection raises: python-xlib's errors and its socket's for the input
+# connection, mss's for the capture connection (which fails an assert on a reply that never came).
+X_CONNECTION_ERRORS = (
+    ConnectionClosedError,
+    DisplayError,
+    XError,
+    OSError,
+    ScreenShotError,
+    AssertionError,
+)
+# A job waits this long at most for another job of the same desktop; longer, that one is stuck.
+BUSY_WAIT_S = 120.0
+# An action that does nothing on the desktop: executing it is one round trip to the X server.
+_NOTHING = Action(ActionType.FINISHED)
 
 
 def desktop_dir(desktop_id: int) -> Path:
@@ -56,31 +81,76 @@ def _alive(pgid: int) -> bool:
 
 
 class LocalControl:
-    """Actions and screenshots in-process through XTEST; programs and files through the agent."""
+    """Actions and screenshots in-process through XTEST; programs and files through the agent.
+
+    The X connection is made on first use and used by one call at a time: two jobs of the
+    desktop never interleave their events, and jobs of other desktops never wait for them. A
+    lost connection is replaced, never fatal on its own: an observation is taken again on a new
+    one; an action runs on a new one only when the old one was found dead before anything of it
+    was sent, so that no action runs twice. When the X server itself is gone, the call fails
+    with a ``DesktopError`` that says so.
+    """
 
     def __init__(self, spec: DesktopSpec, endpoint: Endpoint) -> None:
         self.agent = AgentClient(endpoint.control_address, spec.agent_key, spec.screen)
+        self.desktop_id = spec.desktop_id
         self.display = endpoint.display
         self.screen = spec.screen
-        self._x11: Any = None
-
-    @property
-    def x11(self) -> Any:
-        if self._x11 is None:  # connects to the X server on first use
-            from vm_pool.x11 import X11Controller
-
-            self._x11 = X11Controller(
-                self.display,
-                settle_window_ms=settings.TANDEM_SETTLE_WINDOW_MS,
-                settle_min_ms=settings.TANDEM_SETTLE_MIN_MS,
-            )
-        return self._x11
+        self._x11: X11Controller | None = None
+        self._turn = threading.Lock()
+        self._closed = False
 
     def execute(self, action: Action) -> None:
-        self.x11.execute(action)
+        with self._serialised():
+            x11 = self._connection()
+            try:
+                x11.execute(_NOTHING)  # a round trip: is the connection alive before the action?
+            except X_CONNECTION_ERRORS as error:
+                self._disconnect(error)
+                x11 = self._connection()
+            try:
+                x11.execute(action)
+            except X_CONNECTION_ERRORS as error:
+                self._disconnect(error)
+                raise DesktopError(
+                    f"desktop {self.desktop_id}: its X connection failed during the "
+                    f"{action.type} action, which may have run in part, so it is not repeated "
+                    f"({_describe(error)})"
+                ) from error
 
     def observe(self, settle: bool = True) -> Observation:
-        return self.x11.observe(settle=settle)
+        with self._serialised():
+            try:
+                return self._connection().observe(settle=settle)
+            except X_CONNECTION_ERRORS as error:
+                self._disconnect(error)
+            # An observation only reads the screen: taking it again on a new connection is safe.
+            try:
+                return self._connection().observe(settle=settle)
+            except X_CONNECTION_ERRORS as error:
+                self._disconnect(error)
+                raise DesktopError(
+                    f"desktop {self.desktop_id}: its screen at {self.display} cannot be read "
+                    f"({_describe(error)})"
+                ) from error
+
+    def grab_frame(self, wait_s: float = 0.0) -> "Frame | None":
+        """The screen as it is now, raw, for watching it between steps; None when a job holds
+        the desktop for longer than ``wait_s`` (the watcher looks again later, never waits)."""
+        acquired = self._turn.acquire(timeout=wait_s) if wait_s > 0 else self._turn.acquire(False)
+        if not acquired:
+            return None
+        try:
+            return self._connection().grab_frame()
+        except X_CONNECTION_ERRORS as error:
+            self._disconnect(error)
+            raise DesktopError(
+                f"desktop {self.desktop_id}: its screen at {self.display} cannot be read "
+                f"({_describe(error)})"
+            ) from error
+        finally:
+            self._turn.release()
+            self._disconnect_if_closed()
 
     def launch(self, argv: list[str], window_timeout: float = 0.0) -> Launched:
         return self.agent.launch(argv, window_timeout)
@@ -92,8 +162,71 @@ class LocalControl:
         self.agent.put_file(path, data)
 
     def close(self) -> None:
-        if self._x11 is not None:
-            self._x11.close()
+        """Close the X connection and refuse X calls from now on. Never raises for a connection
+        that is already lost; a call in flight on another thread closes it when it returns."""
+        self._closed = True
+        self._disconnect_if_closed()
+
+    @contextlib.contextmanager
+    def _serialised(self) -> Iterator[None]:
+        if not self._turn.acquire(timeout=BUSY_WAIT_S):
+            raise DesktopError(
+                f"desktop {self.desktop_id} has been busy with another job for {BUSY_WAIT_S:.0f}s"
+            )
+        try:
+            yield
+        finally:
+            self._turn.release()
+            self._disconnect_if_closed()
+
+    def _connection(self) -> "X11Controller":
+        if self._closed:
+            raise DesktopError(
+                f"desktop {self.desktop_id}: this control was closed "
+                "(its desktop was reset or stopped)"
+            )
+        if self._x11 is None:
+            from vm_pool.x11 import X11Controller
+
+            try:
+                self._x11 = X11Controller(
+                    self.display,
+                    settle_window_ms=settings.TANDEM_SETTLE_WINDOW_MS,
+                    settle_min_ms=settings.TANDEM_SETTLE_MIN_MS,
+                )
+            except X_CONNECTION_ERRORS as error:
+                raise DesktopError(
+                    f"desktop {self.desktop_id}: its X server at {self.display} does not answer; "
+                    f"the desktop is gone or broken ({_describe(error)})"
+                ) from error
+        return self._x11
+
+    def _disconnect(self, cause: BaseException | None = None) -> None:
+        x11, self._x11 = self._x11, None
+        if x11 is None:
+            return
+        if cause is not None:
+            logger.warning(
+                "desktop %s: X connection to %s lost (%s)",
+                self.desktop_id,
+                self.display,
+                _describe(cause),
+            )
+        try:
+            x11.close()
+        except X_CONNECTION_ERRORS as error:  # a lost connection cannot be closed cleanly
+            logger.info("desktop %s: closed a lost X connection (%s)", self.desktop_id, error)
+
+    def _disconnect_if_closed(self) -> None:
+        if self._closed and self._turn.acquire(blocking=False):
+            try:
+                self._disconnect()
+            finally:
+                self._turn.release()
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
 class LocalProvider(DesktopProvider):

@@ -1,9 +1,11 @@
 /** The annotator's own step: the action type, its point(s) picked on the desktop, its text or
- * keys, and the thought. */
+ * keys, and the thought — which starts empty, with the model's shown greyed as a hint, and must
+ * be written before the step can be submitted (see ./editor). */
 import { useEffect, useRef } from "react";
 import { Button } from "../../ui";
-import { DESKTOP_ACTIONS, DIRECTIONS, actionOf, kindOf, type Draft } from "./actions";
+import { DESKTOP_ACTIONS, DIRECTIONS, kindOf, type Draft } from "./actions";
 import type { Size } from "./coords";
+import { MAX_TEXT_CHARS, MAX_THOUGHT_CHARS, stepOf, thoughtHint, type EditorState } from "./editor";
 import type { ActionType, Direction } from "./types";
 
 /** A point typed as two numbers, kept inside the screen. */
@@ -57,13 +59,6 @@ function PointInput({
   );
 }
 
-export interface EditorState {
-  draft: Draft;
-  thought: string;
-  /** The next click on the desktop sets the drag's end, not its start. */
-  pickEnd: boolean;
-}
-
 export function CorrectionEditor({
   editor,
   onChange,
@@ -72,8 +67,11 @@ export function CorrectionEditor({
   busy,
   title,
   screen,
+  modelThought,
 }: {
   screen: Size;
+  /** The model's thought for this step, shown greyed in the empty thought field. */
+  modelThought: string | null;
   editor: EditorState;
   onChange: (next: EditorState) => void;
   onSubmit: () => void;
@@ -83,7 +81,7 @@ export function CorrectionEditor({
 }) {
   const { draft, thought } = editor;
   const kind = kindOf(draft.type);
-  const result = actionOf(draft);
+  const result = stepOf(editor);
   const thoughtRef = useRef<HTMLTextAreaElement>(null);
   useEffect(() => thoughtRef.current?.focus(), []);
 
@@ -138,7 +136,13 @@ export function CorrectionEditor({
       {kind.content ? (
         <>
           <label htmlFor="editor-content">{kind.content === "text" ? "Text to type (end with a new line to submit)" : "Answer (may be empty)"}</label>
-          <textarea id="editor-content" rows={2} value={draft.content} onChange={(e) => setDraft({ content: e.target.value })} />
+          <textarea
+            id="editor-content"
+            rows={2}
+            maxLength={MAX_TEXT_CHARS}
+            value={draft.content}
+            onChange={(e) => setDraft({ content: e.target.value })}
+          />
         </>
       ) : null}
       {kind.keys ? (
@@ -152,6 +156,9 @@ export function CorrectionEditor({
         id="editor-thought"
         ref={thoughtRef}
         rows={3}
+        required
+        maxLength={MAX_THOUGHT_CHARS}
+        placeholder={thoughtHint(modelThought)}
         value={thought}
         onChange={(e) => onChange({ ...editor, thought: e.target.value })}
       />

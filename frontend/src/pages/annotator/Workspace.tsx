@@ -8,10 +8,11 @@ import { Link, useParams } from "react-router-dom";
 import { Button, ErrorBanner, Loading } from "../../ui";
 import { actionOf, describe, draftOf } from "./actions";
 import type { Point } from "./coords";
-import { CorrectionEditor, type EditorState } from "./CorrectionEditor";
+import { CorrectionEditor } from "./CorrectionEditor";
 import { DesktopView, type StreamState } from "./DesktopView";
+import { openEditor, stepOf, type EditorState } from "./editor";
 import { isReflection, openStepOf, phaseOf, type Phase, type StepView } from "./episode";
-import { useEpisodeSocket } from "./socket";
+import { decisionMs, useEpisodeSocket } from "./socket";
 import { Trajectory } from "./Trajectory";
 import type { ActionType, DecideMessage, Proposal } from "./types";
 import "./workspace.css";
@@ -70,7 +71,7 @@ export function Workspace() {
     if (!open || autoOpened.current === open.step) return;
     if (phase === "model_unavailable" || (phase === "deciding" && reflection)) {
       autoOpened.current = open.step;
-      setEditor({ draft: draftOf(valid?.action ?? null), thought: "", pickEnd: false });
+      setEditor(openEditor(draftOf(valid?.action ?? null)));
     }
   }, [open, phase, reflection, valid]);
 
@@ -82,7 +83,8 @@ export function Workspace() {
         type: "decide",
         step: open.step,
         decision,
-        decision_ms: Math.max(0, Date.now() - started),
+        decision_ms: decisionMs(started),
+        observation: open.screenshot,
         ...extra,
       });
     },
@@ -107,20 +109,20 @@ export function Workspace() {
       const dragFromHere = point !== undefined && draft.type === "drag";
       if (point) draft.point = [point.x, point.y];
       if (dragFromHere) draft.end = null;
-      const thought = reflection ? "" : (valid?.thought ?? "");
-      setEditor({ draft, thought, pickEnd: dragFromHere });
+      // The thought starts empty, even for a plain correction: the model's is only a hint.
+      setEditor(openEditor(draft, dragFromHere));
     },
-    [canDecide, valid, reflection],
+    [canDecide, valid],
   );
 
   const submitEditor = useCallback(() => {
     if (!editor || !canDecide) return;
-    const action = actionOf(editor.draft);
-    if (typeof action === "string") return;
+    const step = stepOf(editor);
+    if (typeof step === "string") return;
     // The correction names the model output it replaces; a step the model could not propose
     // replaces nothing.
     const replaced = proposal && !open?.modelUnavailable ? { proposal: proposal.rank } : {};
-    send("corrected", { thought: editor.thought, action, ...replaced });
+    send("corrected", { ...step, ...replaced });
   }, [editor, canDecide, send, proposal, open]);
 
   const pick = useCallback(
@@ -271,6 +273,12 @@ export function Workspace() {
                 notices and recovers from it.
               </p>
             ) : null}
+            {open && (open.reobserved ?? 0) > 0 ? (
+              <p className="reflection-note" data-testid="reobserved-note">
+                The screen changed after the last action: this is the newer screen, and the model
+                proposed again for it.
+              </p>
+            ) : null}
             <h2>Model proposes</h2>
             <p className="thought" data-testid="proposal-thought">{proposal.thought || <em>(no thought)</em>}</p>
             <p className="action-line">
@@ -298,6 +306,7 @@ export function Workspace() {
             onSubmit={submitEditor}
             onCancel={() => setEditor(null)}
             busy={busy}
+            modelThought={valid?.thought ?? null}
             title={reflection ? "Your reflective step" : phase === "model_unavailable" ? "Your step" : "Your correction"}
           />
         ) : null}

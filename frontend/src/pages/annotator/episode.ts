@@ -26,6 +26,8 @@ export interface EpisodeView {
   outcome: string | null;
   endReason: string | null;
   desktopFailed: string | null;
+  /** Set while the episode is paused (the annotator was away): a heartbeat resumes it. */
+  paused: boolean;
   /** The last error the server answered with (a refused decision, a view-only socket…). */
   error: { code: string; message: string; step?: number | null } | null;
 }
@@ -39,6 +41,7 @@ export const EMPTY: EpisodeView = {
   outcome: null,
   endReason: null,
   desktopFailed: null,
+  paused: false,
   error: null,
 };
 
@@ -77,12 +80,31 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
         outcome: state.outcome,
         endReason: state.ended ? (view.endReason ?? null) : null,
         desktopFailed: state.ended ? null : broken,
+        paused: state.paused ?? false,
         error: null,
       };
     }
     case "observation": {
       const { step, screenshot, screen } = message.payload;
-      if (view.steps.some((s) => s.step === step)) return view;
+      const known = view.steps.find((s) => s.step === step);
+      if (known) {
+        // The screen of the open step changed before the decision: the newer observation
+        // replaces it, and the model proposes again for it.
+        if (known.decision || known.screenshot === screenshot) return view;
+        return {
+          ...withStep(view, step, (s) => ({
+            ...s,
+            screenshot,
+            screen,
+            proposals: [],
+            streaming: {},
+            modelUnavailable: null,
+            proposedAt: null,
+            reobserved: (s.reobserved ?? 0) + 1,
+          })),
+          error: null,
+        };
+      }
       const added: StepView = {
         step,
         screenshot,
@@ -91,6 +113,7 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
         decision: null,
         final_thought: "",
         final_action: null,
+        reobserved: 0,
         streaming: {},
         modelUnavailable: null,
         proposedAt: null,
@@ -141,6 +164,10 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
         endReason: message.payload.reason,
         desktopFailed: null,
       };
+    case "paused":
+      return { ...view, paused: true };
+    case "resumed":
+      return { ...view, paused: false };
     case "desktop_failed":
       return view.ended ? view : { ...view, desktopFailed: message.payload.reason || "the desktop failed" };
     case "error":

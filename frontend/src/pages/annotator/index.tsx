@@ -1,8 +1,10 @@
-/** The annotator's pages: the queue (start or resume work) and the episode workspace. */
-import { useState } from "react";
+/** The annotator's pages: the queue (start or resume work, the tasks assigned to them, kept
+ * current by live assignment notices) and the episode workspace. */
+import { useCallback, useEffect, useRef, useState } from "react";
 import { Route, Routes, useNavigate } from "react-router-dom";
-import { api } from "../../api";
-import { Button, ErrorBanner, Table, useMe } from "../../ui";
+import { api, type Page } from "../../api";
+import { assignedText, isTasksAssigned, useNotices, type Notice } from "../../notices";
+import { Button, ErrorBanner, Table, useApi, useMe } from "../../ui";
 import { Workspace } from "./Workspace";
 
 interface Started {
@@ -11,12 +13,53 @@ interface Started {
   socket: string;
 }
 
+interface AssignedTask {
+  id: number;
+  project: number;
+  external_id: string;
+  instruction: string;
+  priority: number;
+}
+
+interface RunningEpisode {
+  id: number;
+  task: number;
+  paused_at: string | null;
+}
+
 function Queue() {
   const me = useMe();
   const navigate = useNavigate();
   const [error, setError] = useState<unknown>(null);
   const [starting, setStarting] = useState<number | "any" | null>(null);
   const projects = me.memberships.filter((m) => m.role === "annotator");
+  const projectName = new Map(me.memberships.map((m) => [m.project, m.project_name]));
+  const assigned = useApi<Page<AssignedTask>>(
+    `/api/tasks/?assignee__username=${encodeURIComponent(me.username)}&status=assigned&ordering=-priority,id&page_size=50`,
+  );
+  const running = useApi<Page<RunningEpisode>>(
+    `/api/episodes/?annotator__username=${encodeURIComponent(me.username)}&ended_at__isnull=true`,
+  );
+  const paused = running.data?.results.find((e) => e.paused_at !== null) ?? null;
+  const [notice, setNotice] = useState<string | null>(null);
+  const reloadAssigned = assigned.reload;
+  const live = useNotices(
+    useCallback(
+      (message: Notice) => {
+        if (!isTasksAssigned(message)) return;
+        setNotice(assignedText(message));
+        reloadAssigned();
+      },
+      [reloadAssigned],
+    ),
+  );
+  // A notice sent while the socket was down is missed: read the list again on each reconnect.
+  const connections = useRef(0);
+  useEffect(() => {
+    if (!live) return;
+    connections.current += 1;
+    if (connections.current > 1) reloadAssigned();
+  }, [live, reloadAssigned]);
 
   async function start(project?: number) {
     setStarting(project ?? "any");
@@ -38,9 +81,45 @@ function Queue() {
         pool) and prepares a desktop for it. Claiming again resumes the task you hold.
       </p>
       <ErrorBanner error={error} onDismiss={() => setError(null)} />
-      <Button variant="primary" onClick={() => start()} disabled={starting !== null}>
+      <div role="status" aria-live="polite">
+        {notice ? (
+          <p className="ok-banner" data-testid="assignment-notice">
+            {notice}
+          </p>
+        ) : null}
+      </div>
+      {paused ? (
+        <div className="card" role="status" data-testid="paused-episode">
+          <p>
+            <strong>Your episode is paused</strong> since {new Date(paused.paused_at as string).toLocaleTimeString()}:
+            you were away, so its task and desktop are kept for you for a while. Nothing you decided
+            is lost.
+          </p>
+          <Button variant="primary" onClick={() => navigate(`/annotate/episodes/${paused.id}`)}>
+            Resume
+          </Button>
+        </div>
+      ) : null}
+      <Button variant={paused ? "secondary" : "primary"} onClick={() => start()} disabled={starting !== null}>
         {starting === "any" ? "Preparing a desktop…" : "Start next task"}
       </Button>
+      <section className="card" aria-labelledby="assigned-heading" data-live={live}>
+        <h2 id="assigned-heading">
+          Assigned to you{assigned.data ? ` (${assigned.data.count})` : ""}
+        </h2>
+        <ErrorBanner error={assigned.error} />
+        <Table
+          rows={assigned.data?.results ?? []}
+          rowKey={(t) => t.id}
+          empty="No task is assigned to you now; starting work takes one from your projects' pools."
+          columns={[
+            { header: "Task", cell: (t) => t.external_id || `#${t.id}` },
+            { header: "Instruction", cell: (t) => t.instruction },
+            { header: "Project", cell: (t) => projectName.get(t.project) ?? `#${t.project}` },
+            { header: "Priority", cell: (t) => t.priority },
+          ]}
+        />
+      </section>
       <section className="card">
         <h2>Projects you annotate</h2>
         <Table

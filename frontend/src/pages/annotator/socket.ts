@@ -21,6 +21,15 @@ export function pendingAfterState(
   return "stale";
 }
 
+/** The server refuses a decision time over a day (annotation/socket_messages.py). */
+export const MAX_DECISION_MS = 24 * 60 * 60 * 1000;
+
+/** How long the annotator took since `startedAt`, within what the server accepts: a step left
+ * open overnight is sent as a day, not refused. */
+export function decisionMs(startedAt: number, now: number = Date.now()): number {
+  return Math.min(MAX_DECISION_MS, Math.max(0, Math.round(now - startedAt)));
+}
+
 export function backoff(attempt: number): number {
   return BACKOFF_MS[Math.min(attempt, BACKOFF_MS.length - 1)];
 }

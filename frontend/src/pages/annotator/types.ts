@@ -51,6 +51,8 @@ export interface StepState {
   decision: Decision | null;
   final_thought: string;
   final_action: Action | null;
+  /** How many times a newer screen replaced the step's observation before its decision. */
+  reobserved?: number;
 }
 
 export interface EpisodeStatePayload {
@@ -61,12 +63,18 @@ export interface EpisodeStatePayload {
   ended: boolean;
   outcome: string | null;
   desktop: { status: string; broken_reason: string } | null;
+  paused?: boolean;
 }
 
 /** Messages from the server: `{event, payload}`. */
 export type ServerEvent =
   | { event: "state"; payload: EpisodeStatePayload }
-  | { event: "observation"; payload: { step: number; screenshot: string; screen: [number, number] } }
+  | {
+      event: "observation";
+      payload: { step: number; screenshot: string; screen: [number, number]; reobserved?: number };
+    }
+  | { event: "paused"; payload: { reason: string } }
+  | { event: "resumed"; payload: Record<string, never> }
   | { event: "proposal_delta"; payload: { step: number; candidate: number; text: string } }
   | { event: "proposal"; payload: { step: number; candidates: Proposal[] } }
   | { event: "model_unavailable"; payload: { step: number; reason: string } }
@@ -75,7 +83,7 @@ export type ServerEvent =
   | { event: "ended"; payload: { outcome: string; reason: string } }
   | { event: "desktop_failed"; payload: { desktop: number; reason: string } }
   | { event: "heartbeat_ack"; payload: Record<string, never> }
-  | { event: "error"; payload: { code: string; message: string; step?: number | null } };
+  | { event: "error"; payload: { code: string; message: string; step?: number | null; field?: string | null } };
 
 /** The decision message the workspace sends (client → server). */
 export interface DecideMessage {
@@ -86,4 +94,6 @@ export interface DecideMessage {
   thought?: string;
   action?: Action;
   decision_ms?: number;
+  /** The observation (screenshot sha256) the annotator decided on: refused if it was replaced. */
+  observation?: string;
 }

@@ -10,6 +10,7 @@ import { api } from "../../api";
 import { Button, ErrorBanner, Loading, useApi, usePoll, useSubmit } from "../../ui";
 import { DECISION_LABEL, seconds, when } from "./format";
 import { LiveView } from "./LiveView";
+import { stepBadge, undecidedNote } from "./liveStep";
 import { proposalOf } from "./proposal";
 import type { Action, Episode, Proposal, Review, Step } from "./types";
 import "./manager.css";
@@ -93,7 +94,7 @@ function ActionBlock({ label, thought, text, json }: { label: string; thought: s
   );
 }
 
-function StepDetail({ step }: { step: Step }) {
+function StepDetail({ step, episode }: { step: Step; episode: Episode }) {
   const proposal = proposalOf(step);
   return (
     <div className="step-detail">
@@ -140,7 +141,7 @@ function StepDetail({ step }: { step: Step }) {
               <ActionBlock label="final" thought={step.final_thought} text={step.final_action_text} json={step.final_action} />
             </>
           ) : (
-            <p className="empty">Not decided (the episode ended here).</p>
+            <p className="empty">{undecidedNote(episode, step.index)}</p>
           )}
           {step.revisions.map((r) => (
             <div key={r.number} className="revision">
@@ -276,7 +277,7 @@ export function EpisodeViewer({ backTo, backLabel }: { backTo: string; backLabel
                 >
                   <span>Step {s.index}</span>
                   <span className={`badge badge-${s.decision || "open"}`}>
-                    {s.decision ? DECISION_LABEL[s.decision] : "open"}
+                    {stepBadge(episode, s)}
                   </span>
                   {latest?.first_wrong_step === s.index ? <span className="badge badge-wrong">first wrong</span> : null}
                 </button>
@@ -299,7 +300,7 @@ export function EpisodeViewer({ backTo, backLabel }: { backTo: string; backLabel
           ) : null}
         </nav>
         <section className="step-main" aria-label={`Step ${selected}`}>
-          {step ? <StepDetail step={step} /> : <p className="empty">This episode has no steps.</p>}
+          {step ? <StepDetail step={step} episode={episode} /> : <p className="empty">This episode has no steps.</p>}
         </section>
       </div>
     </div>

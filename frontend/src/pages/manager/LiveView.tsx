@@ -1,8 +1,10 @@
 /** A running episode's desktop, watched live: the annotator workspace's desktop view, which
  * asks `POST /api/episodes/{id}/stream/` for the stream; the server makes it view-only for
- * the project's managers and reviewers. */
+ * the project's managers and reviewers. Above it, where the episode is: the open step awaits
+ * the annotator's decision (see ./liveStep). */
 import { useState } from "react";
 import { DesktopView, type StreamState } from "../annotator/DesktopView";
+import { liveStatus } from "./liveStep";
 import type { Step } from "./types";
 import "../annotator/workspace.css";
 
@@ -28,6 +30,9 @@ export function LiveView({ episodeId, last }: { episodeId: number; last: Step | 
           {watching ? "Stop watching" : "Watch live (view-only)"}
         </button>
       </div>
+      <p className="meta" data-testid="live-step">
+        {liveStatus(last)}
+      </p>
       {watching ? (
         <div className="live-screen" data-testid="live-screen">
           <DesktopView

@@ -1,0 +1,149 @@
+"""Watching a desktop between an observation and the decision on it.
+
+An observation is taken once the screen settles after an action, but programs may keep
+changing the screen after that (a file dialog that starts drawing a second later, a page that
+finishes loading). The annotator decides on what the screen shows when they decide, so the
+step's observation must be that screen: while a step waits for its decision, its desktop is
+watched, and when the screen changes the newer observation replaces the stored one (the
+caller's ``on_change`` stores it, tells the browser and asks the model again).
+
+The rule. One thread per process watches every registered desktop: every ``POLL_S`` it grabs a
+frame of each and compares it with the frame of the stored observation. A difference counts
+when its bounding box is at least ``MIN_EXTENT_PX`` wide and high (a blinking text caret, one
+or two pixels wide, does not). The screen is then let settle (``vm_pool.settle``) and the
+settled frame is handed to ``on_change``, which answers whether to go on watching (the step may
+have been decided meanwhile: then the change is the decided action's, not the step's). A watch
+also ends when ``still_open`` answers False (checked every ``OPEN_CHECK_S``) or after
+``MAX_WATCH_S``. Grabs go through the caller's ``grab``, which takes the desktop's lock for the
+few milliseconds a grab lasts and answers None when a job holds the desktop: then the watch
+looks again at the next poll; the watch never holds a lock while it waits.
+"""
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from vm_pool.settle import wait_until_settled
+from vm_pool.x11_capture import Frame, PngEncoder
+
+logger = logging.getLogger(__name__)
+
+POLL_S = 0.1
+OPEN_CHECK_S = 0.5
+MAX_WATCH_S = 30 * 60.0
+MIN_EXTENT_PX = 4
+SETTLE_WINDOW_MS = 150.0
+SETTLE_MAX_MS = 3000.0
+BUSY_GRAB_WAIT_S = 0.2
+
+
+class _Busy(Exception):
+    """A job took the desktop while the watch let the screen settle."""
+
+
+def meaningful_change(before: Frame, after: Frame, min_extent: int = MIN_EXTENT_PX) -> bool:
+    """Do two frames differ by more than a caret's blink?"""
+    if before.size != after.size:
+        return True
+    if before.pixels == after.pixels:  # the common case: a memcmp
+        return False
+    shape = (after.height, after.width, 4)
+    a = np.frombuffer(before.pixels, np.uint8).reshape(shape)
+    b = np.frombuffer(after.pixels, np.uint8).reshape(shape)
+    changed = np.any(a[:, :, :3] != b[:, :, :3], axis=2)  # the fourth byte is padding
+    rows = np.flatnonzero(changed.any(axis=1))
+    columns = np.flatnonzero(changed.any(axis=0))
+    height = int(rows[-1] - rows[0] + 1)
+    width = int(columns[-1] - columns[0] + 1)
+    return width >= min_extent and height >= min_extent
+
+
+@dataclass
+class Watch:
+    key: Any  # one watch per key (a step): registering again replaces it
+    grab: Callable[[float], Frame | None]  # (seconds to wait for the desktop) → frame or None
+    baseline: Frame
+    on_change: Callable[[bytes, float], bool]  # (settled screen as PNG, ms waited) → go on?
+    still_open: Callable[[], bool]
+    started: float = field(default_factory=time.monotonic)
+    checked: float = field(default_factory=time.monotonic)
+
+
+class ScreenWatcher:
+    """The process's watcher thread and its watches."""
+
+    def __init__(self) -> None:
+        self._watches: dict[Any, Watch] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._encoder = PngEncoder()  # used by the watcher thread only
+
+    def watch(self, watch: Watch) -> None:
+        with self._lock:
+            self._watches[watch.key] = watch
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="screen-watch", daemon=True)
+                self._thread.start()
+
+    def stop(self, key: Any) -> None:
+        with self._lock:
+            self._watches.pop(key, None)
+
+    def watching(self) -> list[Any]:
+        with self._lock:
+            return list(self._watches)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                watches = list(self._watches.values())
+            for watch in watches:
+                try:
+                    if not self._step(watch):
+                        self.stop(watch.key)
+                except Exception:  # a desktop that went away ends its watch, never the thread
+                    logger.exception("watching %s failed; the watch ends", watch.key)
+                    self.stop(watch.key)
+            time.sleep(POLL_S)
+
+    def _step(self, watch: Watch) -> bool:
+        now = time.monotonic()
+        if now - watch.started > MAX_WATCH_S:
+            return False
+        if now - watch.checked > OPEN_CHECK_S:
+            watch.checked = now
+            if not watch.still_open():
+                return False
+        frame = watch.grab(0.0)
+        if frame is None:  # a job is using the desktop: look again at the next poll
+            return True
+        if not meaningful_change(watch.baseline, frame):
+            # A grabbed frame compares byte for byte with the next grabs (a decoded PNG's
+            # padding bytes may differ from the server's): the fast comparison from now on.
+            watch.baseline = frame
+            return True
+
+        def grab() -> Frame:
+            grabbed = watch.grab(BUSY_GRAB_WAIT_S)
+            if grabbed is None:
+                raise _Busy
+            return grabbed
+
+        started = time.monotonic()
+        try:
+            settled = wait_until_settled(
+                grab, window_ms=SETTLE_WINDOW_MS, min_ms=0, max_ms=SETTLE_MAX_MS
+            )
+        except _Busy:  # decided meanwhile, most likely: still_open will tell
+            return True
+        waited_ms = (time.monotonic() - started) * 1000
+        watch.baseline = settled.frame
+        return watch.on_change(self._encoder.encode(settled.frame), waited_ms)
+
+
+watcher = ScreenWatcher()
