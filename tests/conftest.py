@@ -4,6 +4,7 @@ import functools
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -64,6 +65,23 @@ def desktop_settings(settings, desktop_root):
     """Test desktops use their own displays and files."""
     settings.TANDEM_DISPLAY_RANGE = free_display_block()
     settings.TANDEM_DESKTOP_ROOT = desktop_root
+
+
+@pytest.fixture
+def loop_settings(db, settings, tmp_path):
+    """For running the live loop's jobs in this process on real desktops: files of its own, a
+    host name of its own, channel groups in memory; its desktops and screen watches end after."""
+    from vm_pool import pool, screen_watch
+    from vm_pool.models import Desktop, DesktopStatus
+
+    settings.MEDIA_ROOT = tmp_path
+    settings.TANDEM_HOST = f"loop-{uuid.uuid4().hex[:8]}"
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    yield settings
+    for key in screen_watch.watcher.watching():
+        screen_watch.watcher.stop(key)
+    for desktop in Desktop.objects.exclude(status=DesktopStatus.STOPPED):
+        pool.stop_desktop(desktop.pk)
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ ever reaches a broker, where a worker of another process could take it. Streamed
 is sent at once, not after commit, so the channel layer is the in-memory one.
 """
 
-import uuid
 from collections import Counter
 
 import pytest
@@ -45,7 +44,7 @@ from backend.accounts.roles import Role
 from tests.fake_model_server import Reply, serving
 from vm_pool import pool
 from vm_pool.actions import ScreenSize
-from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
+from vm_pool.models import DesktopStatus, DesktopTemplate
 
 pytestmark = pytest.mark.django_db
 
@@ -79,16 +78,6 @@ TEXT = {
     "WAIT": "wait()",
     "DONE": "finished(content='one two three')",
 }
-
-
-@pytest.fixture
-def loop_settings(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path
-    settings.TANDEM_HOST = f"pairs-{uuid.uuid4().hex[:8]}"
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    yield settings
-    for desktop in Desktop.objects.exclude(status=DesktopStatus.STOPPED):
-        pool.stop_desktop(desktop.pk)
 
 
 class Recorder:

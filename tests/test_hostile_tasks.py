@@ -6,7 +6,6 @@ in this process on a real sandboxed desktop (``prepare_episode``, as the host's 
 """
 
 import re
-import uuid
 from pathlib import Path
 
 import pytest
@@ -25,16 +24,6 @@ PROBE = (
     "id > ~/id.txt; tr '\\0' '\\n' < /proc/1/environ > ~/environ.txt; "
     "(echo taken > /etc/tandem-taken) 2> ~/etc-error.txt; true"
 )
-
-
-@pytest.fixture
-def loop_settings(db, settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path
-    settings.TANDEM_HOST = f"hostile-{uuid.uuid4().hex[:8]}"
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    yield settings
-    for desktop in Desktop.objects.exclude(status=DesktopStatus.STOPPED):
-        pool.stop_desktop(desktop.pk)
 
 
 @pytest.fixture
