@@ -56,6 +56,8 @@ def meaningful_change(before: Frame, after: Frame, min_extent: int = MIN_EXTENT_
     a = np.frombuffer(before.pixels, np.uint8).reshape(shape)
     b = np.frombuffer(after.pixels, np.uint8).reshape(shape)
     changed = np.any(a[:, :, :3] != b[:, :, :3], axis=2)  # the fourth byte is padding
+    if not changed.any():
+        return False
     rows = np.flatnonzero(changed.any(axis=1))
     columns = np.flatnonzero(changed.any(axis=0))
     height = int(rows[-1] - rows[0] + 1)

@@ -21,6 +21,7 @@ BENCHMARKS: tuple[str, ...] = (
     "tests.bench.desktop_io",
     "tests.bench.prompt",
     "tests.bench.step",
+    "tests.bench.observation",
     "tests.bench.export",
 )
 
