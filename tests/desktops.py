@@ -206,7 +206,8 @@ class XDesktop:
         return Window(window.id, origin.x, origin.y, geometry.width, geometry.height)
 
     def close(self) -> None:
-        self._x.close()
+        with suppress(Exception):  # a lost connection must not keep the processes alive
+            self._x.close()
         for sig in (signal.SIGTERM, signal.SIGKILL):
             with suppress(ProcessLookupError):
                 os.killpg(self.group, sig)

@@ -1,11 +1,17 @@
 """The unified action space: construction, validation, JSON and UI-TARS text."""
 
 import json
+import time
 
 import pytest
 
+from vm_pool.action_text import MAX_ACTION_TEXT_CHARS
 from vm_pool.actions import (
     ALLOWED_ACTIONS,
+    MAX_APP_NAME_CHARS,
+    MAX_CONTENT_CHARS,
+    MAX_HOTKEY_KEYS,
+    MAX_SCROLL_AMOUNT,
     Action,
     ActionType,
     Direction,
@@ -308,6 +314,7 @@ def test_extra_json_key_is_refused():
         ({"type": "click", "point": [True, 2]}, "point must be"),
         ({"type": "scroll", "point": [1, 2], "direction": "up", "amount": True}, "amount must"),
         ({"type": "hotkey", "keys": "ctrl c"}, "keys must be a list"),
+        ({"type": "hotkey", "keys": ["ctrl", 5]}, "keys must be a list"),
         ({"type": "type", "content": 5}, "content must be a string"),
         ({"type": 3}, "'type' must be a string"),
         ({"point": [1, 2]}, "'type' must be a string"),
@@ -349,6 +356,73 @@ def test_absurdly_long_coordinates_are_refused_with_a_short_message():
     with pytest.raises(InvalidAction, match="not a point or a box") as raised:
         Action.from_text("click(start_box='(" + "9" * 5000 + ",1)')")
     assert len(str(raised.value)) < 100
+
+
+# --- caps -----------------------------------------------------------------------------------
+
+
+def test_type_content_up_to_the_cap_is_accepted():
+    content = "x" * (MAX_CONTENT_CHARS - 1) + "\n"
+
+    action = Action.from_json({"type": "type", "content": content}, platform="desktop")
+
+    assert action.content == content
+    assert Action.from_text(action.to_text()) == action
+
+
+def test_type_content_over_the_cap_is_refused_naming_the_cap():
+    with pytest.raises(InvalidAction, match="type content is 10,001 characters, over the cap"):
+        Action(ActionType.TYPE, content="x" * (MAX_CONTENT_CHARS + 1))
+
+
+def test_a_megabyte_to_type_is_refused_at_once_when_a_decision_or_a_proposal_is_read():
+    content = "x" * 1_000_000
+    started = time.monotonic()
+    with pytest.raises(InvalidAction, match="1,000,000 characters, over the cap of 10,000"):
+        Action.from_json({"type": "type", "content": content}, platform="desktop", screen=SCREEN)
+    with pytest.raises(InvalidAction, match=f"over the cap of {MAX_ACTION_TEXT_CHARS:,}"):
+        Action.from_text(f"type(content='{content}')")
+    assert time.monotonic() - started < 0.5
+
+
+def test_finished_answer_over_the_cap_is_refused():
+    with pytest.raises(InvalidAction, match="finished content is 10,001 characters"):
+        Action.from_text("finished(content='" + "a" * (MAX_CONTENT_CHARS + 1) + "')")
+
+
+def test_scroll_amount_up_to_the_cap_is_accepted_and_over_it_refused():
+    point = Point(5, 5)
+    assert Action(ActionType.SCROLL, point, direction="up", amount=MAX_SCROLL_AMOUNT).amount == 50
+
+    with pytest.raises(InvalidAction, match="scroll amount 51 is over the cap of 50 wheel clicks"):
+        Action.from_text("scroll(start_box='(5,5)', direction='up', amount='51')")
+    with pytest.raises(InvalidAction, match="over the cap of 50"):
+        Action.from_json({"type": "scroll", "point": [5, 5], "direction": "up", "amount": 10**9})
+
+
+def test_hotkey_with_more_keys_than_the_cap_is_refused():
+    keys = ("ctrl", "alt", "shift", "super", "a", "b")
+    assert len(Action(ActionType.HOTKEY, keys=keys).keys or ()) == MAX_HOTKEY_KEYS
+
+    with pytest.raises(InvalidAction, match="hotkey has 7 keys, over the cap of 6"):
+        Action.from_text("hotkey(key='ctrl alt shift super a b c')")
+    with pytest.raises(InvalidAction, match="hotkey has 1,000,000 keys"):
+        Action.from_json({"type": "hotkey", "keys": ["a"] * 1_000_000})
+
+
+def test_app_name_over_the_cap_is_refused():
+    with pytest.raises(InvalidAction, match=f"over the cap of {MAX_APP_NAME_CHARS}"):
+        Action(ActionType.OPEN_APP, app="a" * (MAX_APP_NAME_CHARS + 1))
+
+
+@pytest.mark.parametrize("char", ["\x00", "\x07", "\x1b", "\x7f", "\x85"])
+def test_typing_a_control_character_no_key_types_is_refused(char):
+    with pytest.raises(InvalidAction, match=f"control character U\\+{ord(char):04X}"):
+        Action.from_json({"type": "type", "content": f"ab{char}c"})
+
+
+def test_typing_newlines_tabs_and_carriage_returns_is_allowed():
+    assert Action(ActionType.TYPE, content="a\tb\r\nc\n").content == "a\tb\r\nc\n"
 
 
 def test_actions_are_immutable_and_hashable():

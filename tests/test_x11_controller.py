@@ -3,6 +3,8 @@ program (xterm, mousepad, xmessage), screenshots have the desktop's size and sho
 and settle detection returns on a static screen and waits out an animation."""
 
 import io
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -16,11 +18,20 @@ from Xlib.display import Display
 
 from tests import desktops
 from tests.desktops import Window, XDesktop
-from vm_pool.actions import KEY_NAMES, Action, ActionType, Direction, InvalidAction, Point
+from vm_pool.actions import (
+    ACTION_TIMEOUT_S,
+    KEY_NAMES,
+    MAX_CONTENT_CHARS,
+    Action,
+    ActionType,
+    Direction,
+    InvalidAction,
+    Point,
+)
 from vm_pool.settle import wait_until_settled
 from vm_pool.x11 import X11Controller
 from vm_pool.x11_capture import Frame
-from vm_pool.x11_input import keysym_for_key
+from vm_pool.x11_input import InputTimeout, XTestInput, keysym_for_key
 
 x_desktop = desktops.x_desktop
 desktop_factory = desktops.desktop_factory
@@ -138,6 +149,17 @@ def test_more_distinct_characters_than_borrowable_keys_are_typed_in_order(x_desk
     wait_for(lambda: file_text(note), f"{CJK}\n")
 
 
+def test_more_distinct_characters_than_borrowable_keys_reach_a_terminal_in_order(
+    x_desktop, controller
+):
+    typed = x_desktop.home / "cjk.txt"
+    Terminal(x_desktop, f"cat > {typed}")  # xterm takes no pings: borrowed keys wait instead
+
+    controller.execute(Action(ActionType.TYPE, content=f"{CJK}\n"))
+
+    wait_for(lambda: file_text(typed), f"{CJK}\n")
+
+
 def test_closing_the_controller_gives_borrowed_keys_back(x_desktop):
     display = Display(x_desktop.display)
     first = display.display.info.min_keycode
@@ -185,6 +207,81 @@ def test_ctrl_c_and_ctrl_v_copy_and_paste_in_an_editor(x_desktop, controller):
         controller.execute(Action(ActionType.HOTKEY, keys=keys))
 
     wait_for(lambda: file_text(note), "copy me\ncopy me\n")
+
+
+# --- bounds ---------------------------------------------------------------------------------
+
+
+def test_longest_type_finishes_within_the_action_time_bound(x_desktop, controller):
+    note = x_desktop.home / "long.txt"
+    note.write_text("")
+    x_desktop.launch("mousepad", str(note))
+    x_desktop.wait_for_window("Mousepad")
+    line = "Größe 5 € — the quick brown fox jumps over the lazy dog 0123456789\n"
+    text = (line * (MAX_CONTENT_CHARS // len(line) + 1))[:MAX_CONTENT_CHARS]
+
+    started = time.monotonic()
+    controller.execute(Action(ActionType.TYPE, content=text))
+    took = time.monotonic() - started
+    controller.execute(Action(ActionType.HOTKEY, keys=("ctrl", "s")))
+
+    assert took < ACTION_TIMEOUT_S
+    wait_for(lambda: file_text(note), text, timeout=20)
+
+
+def test_typing_to_a_program_that_stopped_reading_gives_up_at_the_deadline(x_desktop):
+    editor = x_desktop.launch("mousepad")
+    x_desktop.wait_for_window("Mousepad")
+    os.kill(editor.pid, signal.SIGSTOP)  # it takes pings, and will answer none now
+    display = Display(x_desktop.display)
+    try:
+        typing = XTestInput(display)
+        started = time.monotonic()
+        with pytest.raises(InputTimeout, match="did not finish"):
+            typing.type_text("x" * 1000, deadline=started + 1.0)
+        assert time.monotonic() - started < 1.5
+    finally:
+        os.kill(editor.pid, signal.SIGCONT)
+        display.close()
+
+
+@pytest.mark.parametrize(
+    ("decision", "message"),
+    [
+        ({"type": "type", "content": "x" * 1_000_000}, "1,000,000 characters, over the cap"),
+        (
+            {"type": "type", "content": "x" * (MAX_CONTENT_CHARS + 1)},
+            f"over the cap of {MAX_CONTENT_CHARS:,}",
+        ),
+        (
+            {"type": "scroll", "point": [640, 400], "direction": "down", "amount": 51},
+            "scroll amount 51 is over the cap of 50",
+        ),
+        (
+            {"type": "hotkey", "keys": ["ctrl", "alt", "shift", "super", "a", "b", "c"]},
+            "hotkey has 7 keys, over the cap of 6",
+        ),
+    ],
+)
+def test_actions_over_a_cap_are_refused_at_once_and_leave_the_desktop_untouched(
+    x_desktop, controller, decision, message
+):
+    note = x_desktop.home / "note.txt"
+    note.write_text("untouched\n")
+    x_desktop.launch("mousepad", str(note))
+    x_desktop.wait_for_window("Mousepad")
+    before = controller.settle().frame
+
+    started = time.monotonic()
+    with pytest.raises(InvalidAction, match=message):
+        # As a decision is read: the action never exists, so it never reaches ``execute``.
+        controller.execute(Action.from_json(decision, platform="desktop", screen=controller.screen))
+    refused_in = time.monotonic() - started
+    controller.execute(Action(ActionType.HOTKEY, keys=("ctrl", "s")))
+
+    assert refused_in < 0.5
+    assert controller.settle().frame == before
+    assert note.read_text() == "untouched\n"
 
 
 # --- pointer --------------------------------------------------------------------------------

@@ -2,6 +2,24 @@
 platforms, which types each platform allows, the arguments each type takes and the key names.
 
 ``vm_pool.actions`` builds the ``Action`` on it and is what the rest of Tandem imports.
+
+Every action is bounded, so that executing any valid one takes a bounded time on the desktop
+(``ACTION_TIMEOUT_S``) and storing it a bounded space. An action over a cap is
+invalid, wherever it comes from (a model's text, an annotator's JSON, code):
+
+- ``MAX_CONTENT_CHARS`` = 10,000 characters of ``type`` content (and of a ``finished`` answer).
+  What one types into one place at one go (a form field, a command, a message, a page of
+  prose) is far shorter; a model's whole answer is a few thousand tokens. Typing goes at the
+  pace of the program that reads it, a few thousand characters a second in GTK and xterm,
+  so the longest content is typed in seconds, well inside the action's time bound.
+- ``MAX_SCROLL_AMOUNT`` = 50 wheel clicks: 150 to 250 lines in most programs, pages of them.
+  A model that needs more should scroll again and look in between (UI-TARS itself has no
+  amount: the default is ``DEFAULT_SCROLL_AMOUNT``).
+- ``MAX_HOTKEY_KEYS`` = 6 keys held together: the longest chords are the four modifiers and a
+  key; one more is spare.
+- ``MAX_APP_NAME_CHARS`` = 200 characters of an app name: names are a few words.
+- A drag is bounded by the screen, where both of its points must be, and runs in a fixed
+  number of motion steps (``vm_pool.x11_input.DRAG_STEPS``), whatever its length.
 """
 
 from __future__ import annotations
@@ -105,6 +123,17 @@ ARGUMENTS: Mapping[ActionType, tuple[str, ...]] = {
 }
 
 DEFAULT_SCROLL_AMOUNT = 5
+# Caps on the arguments (see the module docstring for the reasons).
+MAX_CONTENT_CHARS = 10_000
+MAX_SCROLL_AMOUNT = 50
+MAX_HOTKEY_KEYS = 6
+# The longest any action may take to execute. A type of the longest content allowed
+# (``MAX_CONTENT_CHARS``) into a program that reads it takes a few seconds; the rest is margin
+# for a loaded machine and for the pauses of a submit and of borrowed keycodes.
+ACTION_TIMEOUT_S = 60.0
+MAX_APP_NAME_CHARS = 200
+# Characters that typing turns into keys (Return, Tab); every other control character is refused.
+TYPED_CONTROLS = frozenset("\n\t\r")
 
 _PUNCTUATION_NAMES = {
     "minus",

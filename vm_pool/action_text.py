@@ -10,7 +10,14 @@ import re
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from vm_pool.action_space import ActionType, InvalidAction, Point, excerpt, parse_action_type
+from vm_pool.action_space import (
+    MAX_CONTENT_CHARS,
+    ActionType,
+    InvalidAction,
+    Point,
+    excerpt,
+    parse_action_type,
+)
 
 TEXT_ARGUMENTS = {
     "start_box": "point",
@@ -24,6 +31,9 @@ TEXT_ARGUMENTS = {
     "key": "keys",
     "app_name": "app",
 }
+# The longest action text read: the longest content with every character escaped, and the
+# rest of a call. Longer text is refused before it is read, so that reading it stays quick.
+MAX_ACTION_TEXT_CHARS = 2 * MAX_CONTENT_CHARS + 1_000
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"'}
 # Digit runs are bounded so that absurd text is refused rather than turned into huge integers.
@@ -53,6 +63,10 @@ def parse_call(text: str) -> tuple[ActionType, dict[str, str]]:
     """Split ``name(arg='value', …)`` into the action type and its raw string arguments."""
     if not isinstance(text, str):
         raise InvalidAction("action text must be a string")
+    if len(text) > MAX_ACTION_TEXT_CHARS:
+        raise InvalidAction(
+            f"action text is {len(text):,} characters, over the cap of {MAX_ACTION_TEXT_CHARS:,}"
+        )
     pos = _skip_space(text, 0)
     match = _NAME.match(text, pos)
     if match is None:

@@ -18,8 +18,10 @@ model's coordinate convention (UI-TARS-1.5 smart-resized pixels, UI-TARS-1.0 rel
 happens elsewhere, on the way in and out of the model.
 
 An Action checks its own shape when it is built (the arguments its type needs and no others,
-known key names, a known scroll direction, no negative coordinate), so a malformed Action never
-exists. ``validate`` adds what depends on where it runs: the platform and the screen size.
+known key names, a known scroll direction, no negative coordinate, no argument over its cap:
+``MAX_CONTENT_CHARS``, ``MAX_SCROLL_AMOUNT``, ``MAX_HOTKEY_KEYS``, ``MAX_APP_NAME_CHARS``, see
+``vm_pool.action_space`` for why), so a malformed Action never exists, however it is read.
+``validate`` adds what depends on where it runs: the platform and the screen size.
 
 Two serialisations, both round-tripping exactly:
 
@@ -33,16 +35,23 @@ Two serialisations, both round-tripping exactly:
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from vm_pool.action_space import (
+    ACTION_TIMEOUT_S,
     ALLOWED_ACTIONS,
     ARGUMENTS,
     DEFAULT_SCROLL_AMOUNT,
     KEY_ALIASES,
     KEY_NAMES,
+    MAX_APP_NAME_CHARS,
+    MAX_CONTENT_CHARS,
+    MAX_HOTKEY_KEYS,
+    MAX_SCROLL_AMOUNT,
+    TYPED_CONTROLS,
     ActionType,
     Direction,
     InvalidAction,
@@ -60,6 +69,11 @@ __all__ = [
     "DEFAULT_SCROLL_AMOUNT",
     "KEY_ALIASES",
     "KEY_NAMES",
+    "MAX_APP_NAME_CHARS",
+    "MAX_CONTENT_CHARS",
+    "ACTION_TIMEOUT_S",
+    "MAX_HOTKEY_KEYS",
+    "MAX_SCROLL_AMOUNT",
     "Action",
     "ActionType",
     "Direction",
@@ -136,8 +150,16 @@ class Action:
             raise InvalidAction(
                 f"scroll amount must be a whole number of 1 or more, not {self.amount!r}"
             )
-        if action_type is ActionType.TYPE and not self.content:
-            raise InvalidAction("type needs some content to type")
+        if self.amount is not None and self.amount > MAX_SCROLL_AMOUNT:
+            raise InvalidAction(
+                f"scroll amount {self.amount} is over the cap of {MAX_SCROLL_AMOUNT} wheel clicks"
+            )
+        if self.content is not None:
+            _check_content(action_type, self.content)
+        if self.app is not None and len(self.app) > MAX_APP_NAME_CHARS:
+            raise InvalidAction(
+                f"app name is {len(self.app):,} characters, over the cap of {MAX_APP_NAME_CHARS}"
+            )
         if action_type is ActionType.OPEN_APP and not (self.app or "").strip():
             raise InvalidAction("open_app needs an app name")
         if self.keys is not None:
@@ -203,10 +225,7 @@ class Action:
                 raise InvalidAction("amount must be an integer")
             values["amount"] = data["amount"]
         if "keys" in data:
-            keys = data["keys"]
-            if not isinstance(keys, list | tuple) or not all(isinstance(k, str) for k in keys):
-                raise InvalidAction("keys must be a list of key names")
-            values["keys"] = tuple(keys)
+            values["keys"] = data["keys"]  # checked, counted first, when the Action is built
         action = cls(action_type, **values)
         action.validate(platform, screen)
         return action
@@ -257,13 +276,36 @@ class Action:
         return action
 
 
+def _check_content(action_type: ActionType, content: str) -> None:
+    if len(content) > MAX_CONTENT_CHARS:
+        raise InvalidAction(
+            f"{action_type} content is {len(content):,} characters,"
+            f" over the cap of {MAX_CONTENT_CHARS:,}"
+        )
+    if action_type is not ActionType.TYPE:
+        return
+    if not content:
+        raise InvalidAction("type needs some content to type")
+    for char in content:
+        if unicodedata.category(char) == "Cc" and char not in TYPED_CONTROLS:
+            raise InvalidAction(
+                f"type content has the control character U+{ord(char):04X}, which no key types"
+            )
+
+
 def _normalise_keys(keys: tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    if isinstance(keys, str) or not isinstance(keys, tuple | list):
-        raise InvalidAction("keys must be a sequence of key names")
+    if not isinstance(keys, tuple | list):
+        raise InvalidAction("keys must be a list of key names")
     if not keys:
         raise InvalidAction("hotkey needs at least one key")
+    if len(keys) > MAX_HOTKEY_KEYS:
+        raise InvalidAction(
+            f"hotkey has {len(keys):,} keys, over the cap of {MAX_HOTKEY_KEYS} keys held together"
+        )
     normalised = []
     for key in keys:
+        if not isinstance(key, str):
+            raise InvalidAction("keys must be a list of key names")
         name = key.strip().lower()
         name = KEY_ALIASES.get(name, name)
         if name not in KEY_NAMES:

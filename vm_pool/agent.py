@@ -373,7 +373,8 @@ def make_handler(desktop: Desktop) -> type[BaseHTTPRequestHandler]:
                     self._json(HTTPStatus.OK, {})
                 else:
                     self._json(HTTPStatus.NOT_FOUND, {"error": f"no such endpoint {self.path}"})
-            except (KeyError, ValueError, TypeError, InvalidAction, OSError) as error:
+            except (KeyError, ValueError, TypeError, InvalidAction, OSError, RuntimeError) as error:
+                # RuntimeError: a DesktopError of the controller (an action past its time limit).
                 self._json(HTTPStatus.BAD_REQUEST, {"error": f"{type(error).__name__}: {error}"})
 
     return Handler

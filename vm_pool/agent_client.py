@@ -15,16 +15,14 @@ import json
 import socket
 from typing import Any
 
-from vm_pool.actions import Action, ActionType, ScreenSize
+from vm_pool.actions import ACTION_TIMEOUT_S, Action, ScreenSize
 from vm_pool.providers.base import CommandResult, DesktopError, Health, Launched, Observation
 
 HEALTH_TIMEOUT_S = 2.0
-CALL_TIMEOUT_S = 30.0  # files, observations, and actions apart from their typing
+CALL_TIMEOUT_S = 30.0  # files and observations
 # Added to a wait the agent does on purpose: the agent's own bookkeeping after it (killing a
 # timed-out command and collecting its output) is not instant.
 MARGIN_S = 10.0
-# A bound on the time per typed character, far slower than any typing rate of the controller.
-TYPE_S_PER_CHAR = 0.1
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -100,9 +98,8 @@ class AgentClient:
         return Health(False, "not running: " + ", ".join(dead) if dead else f"agent said {status}")
 
     def execute(self, action: Action) -> None:
-        timeout = self.timeout
-        if action.type == ActionType.TYPE:
-            timeout += len(action.content or "") * TYPE_S_PER_CHAR
+        # Every action ends within ACTION_TIMEOUT_S on the desktop; then the agent answers.
+        timeout = ACTION_TIMEOUT_S + MARGIN_S
         self._json("POST", "/execute", timeout, {"action": action.to_json()})
 
     def observe(self, settle: bool = True) -> Observation:

@@ -8,11 +8,19 @@ action; what the programs do with them is what settle detection waits for.
 
 Per action type: ``click``, ``left_double`` and ``right_single`` move the pointer and press and
 release at once; ``drag`` holds the left button over a few motion steps; ``scroll`` turns the
-wheel ``amount`` clicks at the point; ``type`` types the text, each newline pressing Return;
+wheel ``amount`` clicks at the point; ``type`` types the text, each newline pressing Return
+and a trailing one submitting once the program has taken in the text (``vm_pool.x11_input``);
 ``hotkey`` holds the keys in order and releases them in reverse. ``wait`` pauses for
 ``wait_s`` (one second by default): the model asks for it when something is loading that may
 not show on the screen, so settle detection alone would not wait. ``finished`` and
 ``call_user`` end the episode and do nothing on the desktop. Android actions are refused.
+
+Every action is bounded: ``execute`` returns, or raises, within ``ACTION_TIMEOUT_S``. The
+arguments are capped by the action space (``vm_pool.action_space``: type length, scroll clicks,
+hotkey keys; points on the screen), a drag takes ``DRAG_STEPS`` fixed steps, a wait is at most
+the bound, and typing goes at the pace its program reads it, each wait cut short at the
+action's deadline. A type that cannot finish by then (the program stopped reading its input)
+raises ``InputTimeout``, a ``DesktopError``: the step fails rather than being recorded as done.
 """
 
 import time
@@ -20,7 +28,7 @@ from types import TracebackType
 
 from Xlib.display import Display
 
-from vm_pool.actions import Action, ActionType, Platform
+from vm_pool.actions import ACTION_TIMEOUT_S, Action, ActionType, Platform
 from vm_pool.providers.base import Observation
 from vm_pool.settle import (
     DEFAULT_MAX_MS,
@@ -46,6 +54,8 @@ class X11Controller:
         settle_window_ms: float = DEFAULT_WINDOW_MS,
         settle_min_ms: float = DEFAULT_MIN_MS,
     ) -> None:
+        if not 0 <= wait_s <= ACTION_TIMEOUT_S:
+            raise ValueError(f"wait_s must be between 0 and {ACTION_TIMEOUT_S}, not {wait_s}")
         self.display = display
         self.wait_s = wait_s
         self.settle_window_ms = settle_window_ms
@@ -62,9 +72,11 @@ class X11Controller:
         self.screen = self._grabber.size
 
     def execute(self, action: Action) -> None:
-        """Run one action; raises ``InvalidAction`` for an Android action or a point off the
-        screen, before anything happens on the desktop."""
+        """Run one action within ``ACTION_TIMEOUT_S``; raises ``InvalidAction`` for an Android
+        action or a point off the screen, before anything happens on the desktop, and
+        ``InputTimeout`` for typing the focused program did not read in time."""
         action.validate(Platform.DESKTOP, self.screen)
+        deadline = time.monotonic() + ACTION_TIMEOUT_S
         # An Action always carries the arguments of its type: the asserts only narrow types.
         match action.type:
             case ActionType.CLICK:
@@ -83,9 +95,9 @@ class X11Controller:
                 assert action.point is not None and action.direction is not None
                 self._input.scroll(action.point, action.direction, action.amount or 1)
             case ActionType.TYPE:
-                self._input.type_text(action.content or "")
+                self._input.type_text(action.content or "", deadline)
             case ActionType.HOTKEY:
-                self._input.hotkey(action.keys or ())
+                self._input.hotkey(action.keys or (), deadline)
             case ActionType.WAIT:
                 time.sleep(self.wait_s)
         self._input.sync()

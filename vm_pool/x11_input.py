@@ -17,12 +17,32 @@ presses have been read: the focused client answered a ``_NET_WM_PING`` sent afte
 Qt, browsers, Electron answer pings, in the order of their events), or, for a client that
 does not take pings, ``REMAP_GRACE_S`` after its last press. About a hundred keycodes can be
 borrowed, so a text needs that many distinct unmapped characters before any wait happens.
+
+Typing is paced by the program that reads it: the text goes out in chunks of
+``TYPE_CHUNK_CHARS``, and the next chunk only once the focused client answered a ping sent after
+the last one (or, for a client that takes no pings, once the server has processed it), so a
+program that answers pings never has more than a chunk waiting. The keycodes a chunk borrows are
+mapped before it in one go (a request per run of consecutive keycodes), since every keymap
+change makes every client reload its keymap; a chunk ends early rather than need more keycodes
+than can be borrowed.
+
+A trailing newline is a submit, and it is pressed as a person presses it: after the program
+has taken in the text (a ping) and ``SUBMIT_PAUSE_S`` more. Programs act on typed text after a
+delay of their own; GTK's file chooser, for one, makes its Save button sensitive (the default
+that Return activates) 150 ms after the name last changed, so a Return that follows the name at
+once falls on an insensitive button and is lost. Newlines inside the text are typed without a
+pause: they are line breaks, not submits.
+
+Each action that waits is given a deadline (``time.monotonic()``): every wait is cut short at
+it, and typing raises ``InputTimeout`` before the next chunk once it has passed (and rather than
+remap a keycode early), so an action never outlives its deadline by more than the sending of
+one chunk (milliseconds).
 """
 
 import select
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from Xlib import XK, X
@@ -31,6 +51,7 @@ from Xlib.ext import xtest
 from Xlib.protocol import event
 
 from vm_pool.actions import Direction, InvalidAction, Point
+from vm_pool.providers.base import DesktopError
 
 LEFT_BUTTON = 1
 RIGHT_BUTTON = 3
@@ -41,6 +62,12 @@ DRAG_STEPS = 10
 DRAG_STEP_S = 0.01
 PING_TIMEOUT_S = 2.0
 REMAP_GRACE_S = 0.5
+# Characters typed between two waits for the program to read them: large enough that the waits
+# cost little (a ping is a millisecond or two), small enough that a chunk is read at once.
+TYPE_CHUNK_CHARS = 100
+# The pause before a submitting newline, after the text before it has been read: twice the
+# longest delay we know of a program acting on typed text (GTK's file chooser, 150 ms).
+SUBMIT_PAUSE_S = 0.3
 # Keycodes that carry only these keysyms (volume, mail, browser keys…) may be borrowed for
 # typing: no action of the space presses them. The desktop gets them back when input closes.
 _MULTIMEDIA_KEYSYMS = frozenset(range(0x1008FF00, 0x10090000))
@@ -98,6 +125,10 @@ def keysym_for_key(name: str) -> int:
     return keysym
 
 
+class InputTimeout(DesktopError):
+    """Input did not finish by its deadline: the focused program stopped reading it."""
+
+
 class XTestInput:
     """Injects pointer and keyboard events into one X display. Not thread-safe: one user."""
 
@@ -133,7 +164,7 @@ class XTestInput:
         # Every key event sent before this monotonic time has been read by its client.
         self._handled_before = 0.0
         self._pings = 0
-        self._shift = self._keycode(XK.XK_Shift_L)[0]
+        self._shift = self._keycode(XK.XK_Shift_L, time.monotonic() + PING_TIMEOUT_S)[0]
 
     # --- pointer ---------------------------------------------------------------------------
 
@@ -162,12 +193,12 @@ class XTestInput:
 
     # --- keyboard --------------------------------------------------------------------------
 
-    def hotkey(self, keys: Iterable[str]) -> None:
+    def hotkey(self, keys: Iterable[str], deadline: float) -> None:
         """Press the keys in order, then release them in reverse order."""
         names = list(keys)
         pressed: list[int] = []
         for name in names:
-            keycode, needs_shift = self._keycode(keysym_for_key(name))
+            keycode, needs_shift = self._keycode(keysym_for_key(name), deadline)
             if needs_shift and "shift" not in names and self._shift not in pressed:
                 pressed.append(self._shift)
             pressed.append(keycode)
@@ -176,16 +207,27 @@ class XTestInput:
         for keycode in reversed(pressed):
             xtest.fake_input(self.display, X.KeyRelease, keycode)
 
-    def type_text(self, text: str) -> None:
-        """Type ``text`` character by character; each newline presses Return."""
-        for char in text.replace("\r\n", "\n").replace("\r", "\n"):
-            keycode, needs_shift = self._keycode(keysym_for_char(char))
-            if needs_shift:
-                xtest.fake_input(self.display, X.KeyPress, self._shift)
-            xtest.fake_input(self.display, X.KeyPress, keycode)
-            xtest.fake_input(self.display, X.KeyRelease, keycode)
-            if needs_shift:
-                xtest.fake_input(self.display, X.KeyRelease, self._shift)
+    def type_text(self, text: str, deadline: float) -> None:
+        """Type ``text`` character by character, in chunks the program has read before the next
+        goes out; each newline presses Return, and a trailing one submits (see the module)."""
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        keysyms = [keysym_for_char(char) for char in text]  # refuses before typing anything
+        body, submit = (keysyms[:-1], True) if text.endswith("\n") else (keysyms, False)
+        for number, chunk in enumerate(self._chunks(body)):
+            if number:
+                self._wait_until_read(deadline)
+            self._check_deadline(deadline)
+            self._borrow(chunk, deadline)
+            for keysym in chunk:
+                self._press(keysym, deadline)
+        if submit:
+            if body:
+                self._wait_until_read(deadline)
+                time.sleep(max(0.0, min(SUBMIT_PAUSE_S, deadline - time.monotonic())))
+                # Read by the program after the pause: its timers of the pause have fired.
+                self._wait_until_read(deadline)
+            self._check_deadline(deadline)
+            self._press(XK.XK_Return, deadline)
 
     def sync(self) -> None:
         """Return once the server has processed every request sent so far."""
@@ -195,51 +237,133 @@ class XTestInput:
         """Give the borrowed keycodes back, once their last presses have been read."""
         if not self._borrowed:
             return
-        self._wait_until_handled(max(used_at for _, used_at in self._borrowed.values()))
-        for keycode, _ in self._borrowed.values():
-            self.display.change_keyboard_mapping(keycode, [self._originals[keycode]])
+        last_used = max(used_at for _, used_at in self._borrowed.values())
+        self._wait_until_handled(last_used, time.monotonic() + PING_TIMEOUT_S)
+        self._map({keycode: self._originals[keycode] for keycode, _ in self._borrowed.values()})
         self._borrowed.clear()
         self.sync()
 
-    def _keycode(self, keysym: int) -> tuple[int, bool]:
+    def _chunks(self, keysyms: list[int]) -> Iterator[list[int]]:
+        """``keysyms`` cut into chunks of at most ``TYPE_CHUNK_CHARS``, each needing no more
+        keycodes to borrow than there are."""
+        chunk: list[int] = []
+        unmapped: set[int] = set()
+        for keysym in keysyms:
+            new = keysym not in self._keys and keysym not in unmapped
+            full = len(chunk) == TYPE_CHUNK_CHARS or (new and len(unmapped) == len(self._originals))
+            if chunk and full:
+                yield chunk
+                chunk, unmapped = [], set()
+            chunk.append(keysym)
+            if keysym not in self._keys:
+                unmapped.add(keysym)
+        if chunk:
+            yield chunk
+
+    def _press(self, keysym: int, deadline: float) -> None:
+        keycode, needs_shift = self._keycode(keysym, deadline)
+        if needs_shift:
+            xtest.fake_input(self.display, X.KeyPress, self._shift)
+        xtest.fake_input(self.display, X.KeyPress, keycode)
+        xtest.fake_input(self.display, X.KeyRelease, keycode)
+        if needs_shift:
+            xtest.fake_input(self.display, X.KeyRelease, self._shift)
+
+    def _keycode(self, keysym: int, deadline: float) -> tuple[int, bool]:
         if keysym in self._keys:
             return self._keys[keysym]
+        self._borrow([keysym], deadline)
         # A lookup is followed at once by a press: it counts as the borrowed keycode's use.
-        if keysym in self._borrowed:
-            keycode = self._borrowed[keysym][0]
-            self._borrowed[keysym] = (keycode, time.monotonic())
-            self._borrowed.move_to_end(keysym)
-            return keycode, False
-        if self._free:
-            keycode = self._free.pop()
-        elif self._borrowed:
-            _, (keycode, used_at) = self._borrowed.popitem(last=False)
-            self._wait_until_handled(used_at)
-        else:
-            raise InvalidAction(f"no keycode can be borrowed to type keysym 0x{keysym:x}")
-        # Both levels carry the keysym, so the Shift state cannot change what is typed.
-        self.display.change_keyboard_mapping(keycode, [(keysym, keysym)])
+        keycode = self._borrowed[keysym][0]
         self._borrowed[keysym] = (keycode, time.monotonic())
+        self._borrowed.move_to_end(keysym)
         return keycode, False
 
-    def _wait_until_handled(self, used_at: float) -> None:
+    def _borrow(self, keysyms: list[int], deadline: float) -> None:
+        """Map each of ``keysyms`` that no key produces to a borrowed keycode, all in one go:
+        every keymap change makes each client reload its keymap, so they are batched."""
+        needed = dict.fromkeys(keysyms)  # in order: the first typed is borrowed first
+        unmapped = [keysym for keysym in needed if keysym not in self._keys]
+        missing = [keysym for keysym in unmapped if keysym not in self._borrowed]
+        if not missing:
+            return
+        if len(unmapped) > len(self._originals):
+            raise InvalidAction(
+                f"cannot type {len(unmapped)} characters that are on no key at once:"
+                f" {len(self._originals)} keycodes can be borrowed"
+            )
+        lent: dict[int, tuple[int, ...]] = {}
+        last_use = 0.0
+        for keysym in missing:
+            if self._free:
+                keycode = self._free.pop()
+            else:
+                # The least recently used keycode this batch does not need.
+                taken = next(k for k in self._borrowed if k not in needed)
+                keycode, used_at = self._borrowed.pop(taken)
+                last_use = max(last_use, used_at)
+            # Both levels carry the keysym, so the Shift state cannot change what is typed.
+            lent[keycode] = (keysym, keysym)
+        if last_use:
+            self._wait_until_handled(last_use, deadline)
+            self._check_deadline(deadline)  # a wait cut short: remapping could change a press
+        self._map(lent)
+        now = time.monotonic()
+        for keycode, (keysym, _) in lent.items():
+            self._borrowed[keysym] = (keycode, now)
+
+    def _map(self, keysyms: dict[int, tuple[int, ...]]) -> None:
+        """Map keycodes to keysyms, one request per run of consecutive keycodes."""
+        run: list[int] = []
+        for keycode in sorted(keysyms):
+            if run and keycode != run[-1] + 1:
+                self._map_run(run, keysyms)
+                run = []
+            run.append(keycode)
+        if run:
+            self._map_run(run, keysyms)
+
+    def _map_run(self, run: list[int], keysyms: dict[int, tuple[int, ...]]) -> None:
+        width = max(len(keysyms[keycode]) for keycode in run)
+        rows = [keysyms[k] + (X.NoSymbol,) * (width - len(keysyms[k])) for k in run]
+        self.display.change_keyboard_mapping(run[0], rows)
+
+    def _wait_until_handled(self, used_at: float, deadline: float) -> None:
         """Wait until the key events sent up to ``used_at`` have been read by their client:
-        the focused client's answer to a ping, or else ``REMAP_GRACE_S`` after ``used_at``."""
+        the focused client's answer to a ping, or else ``REMAP_GRACE_S`` after ``used_at``;
+        no later than ``deadline``."""
         if used_at < self._handled_before:
             return
-        asked_at = time.monotonic()
-        if self._ping_focused_client():
-            self._handled_before = asked_at
+        if self._wait_until_read(deadline):
             return
-        time.sleep(max(0.0, REMAP_GRACE_S - (time.monotonic() - used_at)))
+        grace_ends = min(used_at + REMAP_GRACE_S, deadline)
+        time.sleep(max(0.0, grace_ends - time.monotonic()))
         self._handled_before = time.monotonic() - REMAP_GRACE_S
 
-    def _ping_focused_client(self) -> bool:
+    def _wait_until_read(self, deadline: float) -> bool:
+        """Wait until the focused client has read every event sent so far; False when it
+        does not take pings or did not answer by ``deadline``."""
+        asked_at = time.monotonic()
+        timeout = min(PING_TIMEOUT_S, deadline - asked_at)
+        if timeout <= 0 or not self._ping_focused_client(timeout):
+            self.sync()
+            return False
+        self._handled_before = asked_at
+        return True
+
+    def _check_deadline(self, deadline: float) -> None:
+        if time.monotonic() >= deadline:
+            raise InputTimeout(
+                "typing did not finish in time: the focused program stopped reading its input,"
+                " or reads it too slowly"
+            )
+
+    def _ping_focused_client(self, timeout: float) -> bool:
         """Ping the focused window's client (EWMH ``_NET_WM_PING``) and wait for its answer.
 
         A client reads its events in order, so its answer comes after it has read, and
         translated, every key event sent before the ping. False when the client does not
-        take pings or did not answer within ``PING_TIMEOUT_S``.
+        take pings or did not answer within ``timeout`` seconds.
         """
         client = self._focused_client()
         if client is None:
@@ -256,7 +380,7 @@ class XTestInput:
         root.change_attributes(event_mask=X.SubstructureNotifyMask)
         client.send_event(ping)
         self.display.flush()
-        deadline = time.monotonic() + PING_TIMEOUT_S
+        deadline = time.monotonic() + timeout
         answered = False
         try:
             while not answered and time.monotonic() < deadline:

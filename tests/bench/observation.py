@@ -50,6 +50,7 @@ def run() -> dict[str, float | int]:
 
     host = f"bench-watch-{uuid.uuid4().hex[:6]}"
     with tempfile.TemporaryDirectory(prefix="tandem-bench-watch-") as tmp:
+        Path(tmp).chmod(0o711)  # each desktop's user reaches its own directory through it
         local = override_settings(
             TANDEM_DISPLAY_RANGE=DISPLAYS,
             TANDEM_DESKTOP_ROOT=Path(tmp) / "desktops",
