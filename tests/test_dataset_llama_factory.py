@@ -22,7 +22,7 @@ from annotation.datasets import (
     StepTarget,
 )
 from model_serving.uitars import SYSTEM_PROMPT, prompt_text
-from tests.test_datasets_pairs import loop_settings, recorded  # noqa: F401  (fixtures)
+from tests.test_datasets_pairs import recorded  # noqa: F401  (a fixture)
 from vm_pool.actions import ScreenSize
 
 FHD = ScreenSize(1920, 1080)  # smart-resized to 1932x1092: screen (960,540) is model (966,546)

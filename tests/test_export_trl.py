@@ -15,9 +15,8 @@ from annotation import exports
 from annotation.models import Step
 from backend.accounts.roles import Role
 from model_serving.uitars import SYSTEM_PROMPT, prompt_text
-from tests.test_datasets_pairs import (  # noqa: F401  (fixtures)
+from tests.test_datasets_pairs import (  # noqa: F401  (a fixture)
     INSTRUCTION,
-    loop_settings,
     recorded,
 )
 from tests.tiny_vlm import tiny_model, tiny_processor
@@ -37,7 +36,7 @@ def answer(thought: str, action: str) -> dict:
 
 
 @pytest.fixture
-def exported(recorded, project, make_user, client_for, loop_settings, tmp_path):  # noqa: F811
+def exported(recorded, project, make_user, client_for, loop_settings, tmp_path):
     """Build the SFT, DPO and CT exports of the recorded episodes through the export job and
     download them over the API; return the folders, with the episodes."""
     loop_settings.TANDEM_EXPORT_STAGING_ROOT = tmp_path / "staging"

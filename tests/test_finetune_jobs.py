@@ -27,7 +27,7 @@ from model_serving.serving import serve_version
 from tests.export_data import make_episodes
 from tests.fake_model_server import serving
 from tests.finetune_data import LORA, STEPS, built_export, save_tiny_base
-from tests.test_datasets_pairs import loop_settings, recorded  # noqa: F401  (fixtures)
+from tests.test_datasets_pairs import recorded  # noqa: F401  (a fixture)
 from tests.test_storage_s3 import CREDENTIALS, s3_endpoint, s3_storage  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
@@ -67,7 +67,7 @@ def job_body(exports, base_model, name="ui-tars-ft-1", **extra):
 
 def test_sft_then_dpo_on_recorded_episodes_registers_a_version_with_its_lineage(
     media,
-    loop_settings,  # noqa: F811
+    loop_settings,
     recorded,  # noqa: F811
     project,
     engineer,
