@@ -36,7 +36,7 @@ def answer(thought: str, action: str) -> dict:
 
 
 @pytest.fixture
-def exported(recorded, project, make_user, client_for, loop_settings, tmp_path):
+def exported(recorded, project, make_user, client_for, loop_settings, tmp_path):  # noqa: F811
     """Build the SFT, DPO and CT exports of the recorded episodes through the export job and
     download them over the API; return the folders, with the episodes."""
     loop_settings.TANDEM_EXPORT_STAGING_ROOT = tmp_path / "staging"
