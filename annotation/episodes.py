@@ -159,7 +159,7 @@ def _store_observation(
             settle_ms=round(observation.waited_ms),
         )
         if control is not None and hasattr(control, "grab_frame"):
-            transaction.on_commit(lambda: _watch(step.pk, control, observation.png))
+            transaction.on_commit(lambda: _watch(step.pk, control, observation))
         send_after_commit("annotation.jobs.propose_step", [step.pk], "model")
         tell(
             episode_id,
@@ -173,7 +173,7 @@ def _store_observation(
     return step
 
 
-def _watch(step_id: int, control: Any, png: bytes) -> None:
+def _watch(step_id: int, control: Any, observation: Observation) -> None:
     """Watch the desktop until the step is decided (``vm_pool.screen_watch``)."""
 
     def on_change(png: bytes, waited_ms: float) -> bool:
@@ -190,8 +190,10 @@ def _watch(step_id: int, control: Any, png: bytes) -> None:
         finally:
             connection.close()  # the watcher thread holds no connection between checks
 
+    # The frame the observation was encoded from; a decoded PNG where there is none.
+    baseline = observation.frame or frame_of_png(observation.png)
     screen_watch.watcher.watch(
-        screen_watch.Watch(step_id, control.grab_frame, frame_of_png(png), on_change, still_open)
+        screen_watch.Watch(step_id, control.grab_frame, baseline, on_change, still_open)
     )
 
 
@@ -437,6 +439,8 @@ def _final_step(
 
 def execute_step(step_id: int) -> None:
     """On the desktop's host: run a decided step's final action, observe, open the next step."""
+    # The step is decided: what its action changes on the screen is no re-observation.
+    screen_watch.watcher.stop(step_id)
     step = Step.objects.select_related("episode__task", "episode__desktop").get(pk=step_id)
     episode = step.episode
     if episode.ended_at is not None or episode.steps.filter(index=step.index + 1).exists():

@@ -140,6 +140,7 @@ class X11Controller:
             settled=result.settled,
             waited_ms=result.waited_ms,
             extra={"frames": float(result.frames), "encode_ms": encode_ms},
+            frame=result.frame,
         )
 
     def close(self) -> None:

@@ -11,7 +11,7 @@ The control surface of a desktop is Gymnasium-shaped: ``execute(action)`` then
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from vm_pool.actions import Action, ScreenSize
 
@@ -73,6 +73,9 @@ class Observation:
     settled: bool = True
     waited_ms: float = 0.0
     extra: dict[str, float] = field(default_factory=dict)
+    # The raw frame the PNG was made from, where it was grabbed in this process: watching the
+    # screen afterwards compares with it (``vm_pool.screen_watch``).
+    frame: Any = None
 
 
 class DesktopControl(Protocol):
