@@ -4,7 +4,7 @@
  * decided, when and how long they took, reviewers' revisions, and the review form. Managers and
  * reviewers of the project reach it; the server decides who may review.
  */
-import { useEffect, useState } from "react";
+import { useEffect, useLayoutEffect, useState } from "react";
 import { Link, useParams } from "react-router-dom";
 import { api } from "../../api";
 import { Button, ErrorBanner, Loading, useApi, usePoll, useSubmit } from "../../ui";
@@ -223,7 +223,8 @@ export function EpisodeViewer({ backTo, backLabel }: { backTo: string; backLabel
   const running = episode !== null && episode.ended_at === null;
   // A running episode gains steps while it is watched: read it again every few seconds.
   usePoll(reload, running, 5000);
-  useEffect(() => {
+  // A layout effect: the keys work from the moment the steps are shown, not a frame later.
+  useLayoutEffect(() => {
     // ← and → walk through the steps, unless the reviewer is typing.
     const onKey = (event: KeyboardEvent) => {
       const target = event.target as HTMLElement | null;
