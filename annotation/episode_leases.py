@@ -18,6 +18,7 @@ Rules:
   (finished, call_user, max steps) or gives it back to the pool.
 """
 
+import contextlib
 from datetime import timedelta
 from typing import Any
 
@@ -31,7 +32,6 @@ from backend.accounts.models import User
 from backend.errors import DomainError
 from backend.notifications import notify_group, notify_user
 from vm_pool import pool
-from vm_pool.models import Desktop
 
 
 class EpisodeError(DomainError):
@@ -171,10 +171,7 @@ def _pause(episode: Episode, now: Any, grace: timedelta) -> None:
     seconds = settings.TANDEM_LEASE_SECONDS
     reason = f"no heartbeat for {seconds} s: paused, kept for the annotator"
     queue.keep_for(task, now + grace, TaskEvent.Kind.PAUSED, reason)
-    if episode.desktop_id is not None and episode.desktop_generation is not None:
-        Desktop.objects.filter(pk=episode.desktop_id, generation=episode.desktop_generation).update(
-            lease_expires_at=now + grace + timedelta(seconds=seconds)
-        )
+    _extend_desktop_lease(episode, int(grace.total_seconds()) + seconds, now)
     tell(episode.pk, "paused", {"reason": reason})
     notify_user(episode.annotator_id, "episode_paused", {"episode": episode.pk, "reason": reason})
 
@@ -194,8 +191,16 @@ def unpause(episode: Episode) -> None:
     episode.paused_at = None
     episode.save(update_fields=["paused_at"])
     queue.keep_for(task, timezone.now() + queue.lease_duration(), TaskEvent.Kind.RESUMED, "")
-    if episode.desktop_id is not None and episode.desktop_generation is not None:
-        Desktop.objects.filter(pk=episode.desktop_id, generation=episode.desktop_generation).update(
-            lease_expires_at=timezone.now() + timedelta(seconds=desktop_lease_seconds())
-        )
+    _extend_desktop_lease(episode, desktop_lease_seconds(), timezone.now())
     tell(episode.pk, "resumed", {})
+
+
+def _extend_desktop_lease(episode: Episode, seconds: int, now: Any) -> None:
+    """A desktop that went to someone else meanwhile keeps its new lease: the episode finds
+    out when it next uses the desktop (``owns_desktop``)."""
+    if episode.desktop_id is None or episode.desktop_generation is None:
+        return
+    with contextlib.suppress(pool.DesktopLeaseLost):
+        pool.renew_desktop_lease(
+            episode.desktop_id, episode.annotator_id, seconds, episode.desktop_generation, now
+        )

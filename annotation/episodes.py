@@ -21,9 +21,11 @@ Rules:
   its host) and submits the task, or gives it back to the pool when nothing was finished.
 - An episode owns its desktop at the generation it leased, and an absent annotator's episode
   is paused, not lost: ``annotation.episode_leases`` holds those rules and the ending.
-- Execution is at-least-once: a job that dies between running the action and storing the next
-  observation is run again when the annotator reconnects, because the loop cannot know whether
-  the desktop saw the action.
+- One job at a time executes a step: the job takes the step (``executing_since``) before its
+  action runs, and a second job for it (a retry, a reconnect's resume) leaves it alone. Only a
+  job that held it past ``EXECUTION_EXPIRES`` (longer than any bounded action and its settle)
+  died, and only then is the step run again: execution is at-least-once after a crash, because
+  the loop cannot know whether the desktop saw the action, and never twice concurrently.
 """
 
 import logging
@@ -32,6 +34,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from annotation import decision_rules, model_versions, queue
@@ -60,7 +63,7 @@ from backend.accounts.models import User
 from backend.celery import send_after_commit
 from backend.errors import DomainError
 from vm_pool import pool, screen_watch
-from vm_pool.actions import Action, ActionType, InvalidAction, ScreenSize
+from vm_pool.actions import ACTION_TIMEOUT_S, Action, ActionType, InvalidAction, ScreenSize
 from vm_pool.models import Desktop, host_queue
 from vm_pool.providers.base import Observation
 from vm_pool.screenshots import store_screenshot
@@ -70,6 +73,8 @@ logger = logging.getLogger(__name__)
 
 # Work that has not moved for this long was dropped by a process that died.
 STALL_AFTER = timedelta(seconds=15)
+# A step's execution that has not ended after this long belongs to a job that died.
+EXECUTION_EXPIRES = timedelta(seconds=ACTION_TIMEOUT_S + 30)
 
 ENDING_ACTIONS = {
     ActionType.FINISHED: EpisodeOutcome.FINISHED,
@@ -160,16 +165,7 @@ def _store_observation(
         )
         if control is not None and hasattr(control, "grab_frame"):
             transaction.on_commit(lambda: _watch(step.pk, control, observation))
-        send_after_commit("annotation.jobs.propose_step", [step.pk], "model")
-        tell(
-            episode_id,
-            "observation",
-            {
-                "step": index,
-                "screenshot": screenshot.pk,
-                "screen": [screenshot.width, screenshot.height],
-            },
-        )
+        _observed(step)
     return step
 
 
@@ -215,18 +211,25 @@ def reobserve(step_id: int, png: bytes, waited_ms: float) -> bool:
         step.settle_ms = round(waited_ms)
         step.save(update_fields=["observation", "reobserved", "settle_ms"])
         step.proposals.update(superseded=True)
-        send_after_commit("annotation.jobs.propose_step", [step.pk], "model")
-        tell(
-            episode.pk,
-            "observation",
-            {
-                "step": step.index,
-                "screenshot": screenshot.pk,
-                "screen": [screenshot.width, screenshot.height],
-                "reobserved": step.reobserved,
-            },
-        )
+        _observed(step)
     return True
+
+
+def _observed(step: Step) -> None:
+    """Within the transaction that stored the step's observation: ask the model, tell the
+    browser."""
+    send_after_commit("annotation.jobs.propose_step", [step.pk], "model")
+    screenshot = step.observation
+    tell(
+        step.episode_id,
+        "observation",
+        {
+            "step": step.index,
+            "screenshot": screenshot.pk,
+            "screen": [screenshot.width, screenshot.height],
+            "reobserved": step.reobserved,
+        },
+    )
 
 
 # --- proposals -----------------------------------------------------------------------------
@@ -451,6 +454,8 @@ def execute_step(step_id: int) -> None:
     if not owns_desktop(episode):  # never act on a desktop that may be someone else's now
         end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, DESKTOP_LOST)
         return
+    if not _take_execution(step):
+        return  # another job is running this step's action
     try:
         control = pool.control_for(episode.desktop)
         control.execute(Action.from_json(step.final_action))
@@ -468,23 +473,33 @@ def execute_step(step_id: int) -> None:
     _store_observation(episode.pk, step.index + 1, observation, control)
 
 
-def resume_if_stalled(episode_id: int) -> bool:
+def _take_execution(step: Step) -> bool:
+    """Take the step for this job, unless a live job has it (see the module's rules)."""
+    now = timezone.now()
+    free = Q(executing_since__isnull=True) | Q(executing_since__lt=now - EXECUTION_EXPIRES)
+    return Step.objects.filter(free, pk=step.pk).update(executing_since=now) == 1
+
+
+def resume_if_stalled(episode_id: int, now: Any = None) -> bool:
     """Queue again the work a dead process left: the first observation, an execution, a proposal.
 
     Only work that has waited longer than ``STALL_AFTER`` is queued again, so a client that
     connects while the work is simply running does not double it.
     """
+    now = now or timezone.now()
     episode = Episode.objects.select_related("desktop").get(pk=episode_id)
     if episode.ended_at is not None or episode.desktop is None:
         return False
     last = episode.steps.order_by("-index").first()
     since = last.decided_at or last.created_at if last is not None else episode.started_at
-    if timezone.now() - since < STALL_AFTER:
+    if now - since < STALL_AFTER:
         return False
     if last is None:
         send_after_commit("annotation.jobs.prepare_episode", [episode.pk], _host_queue_of(episode))
         return True
     if last.decided_at is not None and (last.final_action or {}).get("type") not in ENDING_ACTIONS:
+        if last.executing_since and now - last.executing_since < EXECUTION_EXPIRES:
+            return False  # its job is still running the action
         send_after_commit("annotation.jobs.execute_step", [last.pk], _host_queue_of(episode))
         return True
     if not last.proposals.filter(superseded=False).exists():

@@ -299,6 +299,8 @@ class Step(models.Model):
     # newer screen replaced it before the decision (``vm_pool.screen_watch``).
     settle_ms = models.PositiveIntegerField(null=True, blank=True)
     reobserved = models.PositiveSmallIntegerField(default=0)
+    # When a job took the decided action to run it: a second job for the step leaves it alone.
+    executing_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["episode", "index"]

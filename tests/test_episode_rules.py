@@ -124,6 +124,54 @@ def test_duplicate_is_acknowledged_and_a_different_second_decision_is_stale(loop
 
 
 @pytest.mark.django_db
+def test_a_newer_screen_supersedes_the_proposals_made_for_the_older_one(loop):
+    episode, step, ann = loop
+    older = step.observation_id
+    assert episodes.reobserve(step.pk, solid_png(1280, 800, (0, 90, 0)), 420.0)
+    step.refresh_from_db()
+    assert (step.reobserved, step.settle_ms) == (1, 420) and step.observation_id != older
+    assert list(step.proposals.values_list("superseded", flat=True)) == [True, True, True]
+    with pytest.raises(episodes.StaleDecision, match="screen that has changed"):
+        episodes.decide(episode.pk, ann, 1, Decision.ACCEPTED, proposal_rank=0)
+    assert undecided(step)
+    # Once decided, a change on the screen is the action's: the step keeps its observation.
+    episodes.decide(episode.pk, ann, 1, Decision.CORRECTED, thought="Open it.", action=CLICK)
+    assert not episodes.reobserve(step.pk, solid_png(1280, 800, (90, 0, 0)), 10.0)
+    assert Step.objects.get(pk=step.pk).observation_id == step.observation_id
+
+
+@pytest.mark.django_db
+def test_a_second_job_for_a_step_being_executed_leaves_it_alone(loop):
+    episode, step, ann = loop
+    episodes.decide(episode.pk, ann, 1, Decision.ACCEPTED, proposal_rank=0)
+    taken = timezone.now()  # a job took the step and is typing, say
+    Step.objects.filter(pk=step.pk).update(executing_since=taken)
+
+    episodes.execute_step(step.pk)  # a retried job: it must not run the action again
+    step.refresh_from_db()
+    assert step.executing_since == taken
+    assert not episode.steps.filter(index=2).exists()
+    assert Episode.objects.get(pk=episode.pk).ended_at is None
+    # A reconnecting client does not queue it again either while that job may still run, long
+    # after the step looks stalled.
+    assert not episodes.resume_if_stalled(episode.pk, now=taken + timedelta(seconds=45))
+
+
+@pytest.mark.django_db
+def test_a_step_whose_job_died_mid_execution_is_queued_again_after_the_expiry(loop):
+    episode, step, ann = loop
+    episodes.decide(episode.pk, ann, 1, Decision.ACCEPTED, proposal_rank=0)
+    taken = timezone.now()
+    Step.objects.filter(pk=step.pk).update(executing_since=taken)
+    later = taken + episodes.EXECUTION_EXPIRES + timedelta(seconds=1)
+    assert episodes.resume_if_stalled(episode.pk, now=later)
+    # A decided step that no job took is queued again once it has stalled, and not before.
+    Step.objects.filter(pk=step.pk).update(executing_since=None)
+    assert not episodes.resume_if_stalled(episode.pk, now=taken)
+    assert episodes.resume_if_stalled(episode.pk, now=taken + episodes.STALL_AFTER * 2)
+
+
+@pytest.mark.django_db
 def test_deciding_finished_ends_the_episode_submits_the_task_and_releases_the_desktop(loop):
     episode, _, ann = loop
     done = {"type": "finished", "content": "the folder is open"}

@@ -87,11 +87,28 @@ def test_a_decided_step_cannot_be_updated_even_outside_the_orm_rules(episode):
 
 
 @pytest.mark.django_db
-def test_proposals_cannot_be_updated(episode):
+def test_a_decided_step_takes_only_its_execution_time(episode):
+    step = decided_step(episode)
+    taken = timezone.now()
+    assert Step.objects.filter(pk=step.pk).update(executing_since=taken) == 1
+    with pytest.raises(IntegrityError, match="append-only"), transaction.atomic():
+        Step.objects.filter(pk=step.pk).update(executing_since=None, final_thought="sneaked in")
+    step.refresh_from_db()
+    assert (step.executing_since, step.final_thought) == (taken, "")
+
+
+@pytest.mark.django_db
+def test_proposals_cannot_be_updated_except_to_mark_them_superseded(episode):
     step = decided_step(episode)
     with pytest.raises(IntegrityError), transaction.atomic():
         Proposal.objects.filter(step=step).update(thought="nicer thought")
-    assert Proposal.objects.get(step=step).thought == ""
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Proposal.objects.filter(step=step).update(superseded=True, thought="nicer thought")
+    assert Proposal.objects.filter(step=step).update(superseded=True) == 1
+    with pytest.raises(IntegrityError), transaction.atomic():  # never offered again
+        Proposal.objects.filter(step=step).update(superseded=False)
+    proposal = Proposal.objects.get(step=step)
+    assert (proposal.thought, proposal.superseded) == ("", True)
 
 
 @pytest.mark.django_db

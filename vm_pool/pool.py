@@ -337,9 +337,14 @@ def holds_desktop(desktop_id: int, user: Any, generation: int) -> bool:
 
 
 def renew_desktop_lease(
-    desktop_id: int, user: Any, seconds: int, generation: int | None = None
+    desktop_id: int,
+    user: Any,
+    seconds: int,
+    generation: int | None = None,
+    now: datetime | None = None,
 ) -> datetime:
-    expires = timezone.now() + timedelta(seconds=seconds)
+    """Extend ``user``'s lease (of ``generation``, when given) to ``seconds`` from now."""
+    expires = (now or timezone.now()) + timedelta(seconds=seconds)
     rows = Desktop.objects.filter(pk=desktop_id, status=DesktopStatus.LEASED, leased_by=user)
     if generation is not None:
         rows = rows.filter(generation=generation)

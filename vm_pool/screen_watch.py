@@ -13,8 +13,9 @@ when its bounding box is at least ``MIN_EXTENT_PX`` wide and high (a blinking te
 or two pixels wide, does not). The screen is then let settle (``vm_pool.settle``) and the
 settled frame is handed to ``on_change``, which answers whether to go on watching (the step may
 have been decided meanwhile: then the change is the decided action's, not the step's). A watch
-also ends when ``still_open`` answers False (checked every ``OPEN_CHECK_S``) or after
-``MAX_WATCH_S``. Grabs go through the caller's ``grab``, which takes the desktop's lock for the
+also ends when ``still_open`` answers False or after ``MAX_WATCH_S``; ``still_open`` (a database
+read) is asked only every ``OPEN_CHECK_S``, because the step's execution job stops the watch
+itself and ``on_change`` refuses a decided step: it only clears watches of ended episodes. Grabs go through the caller's ``grab``, which takes the desktop's lock for the
 few milliseconds a grab lasts and answers None when a job holds the desktop: then the watch
 looks again at the next poll; the watch never holds a lock while it waits.
 """
@@ -34,7 +35,7 @@ from vm_pool.x11_capture import Frame, PngEncoder
 logger = logging.getLogger(__name__)
 
 POLL_S = 0.1
-OPEN_CHECK_S = 0.5
+OPEN_CHECK_S = 5.0
 MAX_WATCH_S = 30 * 60.0
 MIN_EXTENT_PX = 4
 SETTLE_WINDOW_MS = 150.0

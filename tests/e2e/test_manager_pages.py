@@ -9,6 +9,7 @@ and revoked, and a dataset export asked for and downloaded.
 """
 
 import json
+import re
 import uuid
 from contextlib import ExitStack
 from pathlib import Path
@@ -147,7 +148,7 @@ def check_projects(browser, base_url: str) -> None:
     page.get_by_role("button", name="Create project").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Web forms")
     created = Project.objects.get(name="Web forms")
-    assert page.url.endswith(f"/app/manage/projects/{created.pk}/board")
+    expect(page).to_have_url(re.compile(rf"/app/manage/projects/{created.pk}/board$"))
     assert (created.platform, created.memberships.get().user.username) == ("web", "mona")
     page.get_by_role("link", name="Projects", exact=True).click()
     expect(page.get_by_role("link", name="Web forms")).to_be_visible()

@@ -67,7 +67,7 @@ export function ProjectList() {
         />
       ) : null}
       {me.is_superuser || me.can_create_projects ? (
-        <CreateProject onCreated={(p) => navigate(`projects/${p.id}`)} />
+        <CreateProject onCreated={(p) => navigate(`projects/${p.id}/board`)} />
       ) : null}
     </>
   );
