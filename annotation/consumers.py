@@ -6,7 +6,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from annotation import access, episodes
+from annotation import access, episode_leases, episodes
 from annotation.models import Episode, EpisodeOutcome
 from annotation.socket_messages import Decide, MessageRefused, parse_message, read_frame
 from backend.errors import DomainError
@@ -96,9 +96,14 @@ class EpisodeConsumer(CheckedJsonConsumer):
         if self.controls:
             await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
         await self.accept()
+        if self.controls:  # the annotator is back: a paused episode runs again at once
+            await database_sync_to_async(self._resume)()
         await self._send_state()
         if self.controls:
             await database_sync_to_async(episodes.resume_if_stalled)(self.episode_id)
+
+    def _resume(self) -> None:
+        episode_leases.resume(Episode.objects.get(pk=self.episode_id))
 
     @database_sync_to_async
     def _role(self, user: Any) -> str | None:

@@ -204,6 +204,8 @@ def reobserve(step_id: int, png: bytes, waited_ms: float) -> bool:
         latest = episode.steps.order_by("-index").values_list("index", flat=True).first()
         if episode.ended_at is not None or step.decided_at is not None or latest != step.index:
             return False  # decided meanwhile: the change is its action's, not this step's
+        if not owns_desktop(episode):
+            return False  # the desktop is someone else's now: their screen is not this step's
         if step.observation_id == screenshot.pk:
             return True
         step.observation = screenshot

@@ -15,7 +15,8 @@ free port, started in a thread of the test process:
 
 A reply can also wait before answering, answer with an HTTP error, hang until the client gives
 up, cut the stream before ``[DONE]``, or send an event that is not JSON. Every request received
-is kept, with its parsed JSON body, in ``server.requests``.
+is kept, with its parsed JSON body, in ``server.requests``. A ``responder`` can choose the reply
+from the request instead (say, by the number of earlier steps in the conversation).
 
     with serving() as server:
         server.script(Reply.text("Thought: …\\nAction: wait()"), Reply.error(500))
@@ -26,7 +27,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -79,6 +80,9 @@ class FakeModelServer:
         self.model = model
         self.requests: list[ReceivedRequest] = []
         self.default: Reply | None = None  # the reply when nothing is scripted; else an HTTP 500
+        # Answers from the request itself (its JSON body), before the script: a proposal asked
+        # again for the same step (a newer screen) gets the same answer.
+        self.responder: Callable[[Any], Reply | None] | None = None
         self.adapters: dict[str, str] = {}  # loaded LoRA adapters: name -> path
         self.adapter_refusal: tuple[int, str] | None = None
         self.in_flight = 0
@@ -138,7 +142,9 @@ class FakeModelServer:
         self._http.server_close()
         self._thread.join(timeout=5)
 
-    def _next_reply(self) -> Reply | None:
+    def _next_reply(self, body: Any) -> Reply | None:
+        if self.responder is not None and (reply := self.responder(body)) is not None:
+            return reply
         with self._lock:
             return self._replies.popleft() if self._replies else self.default
 
@@ -198,7 +204,7 @@ def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
             if self.path != "/v1/chat/completions":
                 self._send_json(404, {"error": {"message": f"no route {self.path}"}})
                 return
-            reply = server._next_reply()
+            reply = server._next_reply(body)
             if reply is None:
                 self._send_json(500, {"error": {"message": "no reply scripted for this request"}})
                 return

@@ -15,9 +15,10 @@ settled frame is handed to ``on_change``, which answers whether to go on watchin
 have been decided meanwhile: then the change is the decided action's, not the step's). A watch
 also ends when ``still_open`` answers False or after ``MAX_WATCH_S``; ``still_open`` (a database
 read) is asked only every ``OPEN_CHECK_S``, because the step's execution job stops the watch
-itself and ``on_change`` refuses a decided step: it only clears watches of ended episodes. Grabs go through the caller's ``grab``, which takes the desktop's lock for the
-few milliseconds a grab lasts and answers None when a job holds the desktop: then the watch
-looks again at the next poll; the watch never holds a lock while it waits.
+itself and ``on_change`` refuses a decided step: it only clears watches of ended episodes.
+A desktop reset or stopped under a watch ends it. Grabs go through the caller's ``grab``, which
+takes the desktop's lock for the few milliseconds a grab lasts and answers None when a job holds
+the desktop: then the watch looks again at the next poll; it never holds a lock while it waits.
 """
 
 import logging
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from vm_pool.providers.base import DesktopError
 from vm_pool.settle import wait_until_settled
 from vm_pool.x11_capture import Frame, PngEncoder
 
@@ -109,7 +111,10 @@ class ScreenWatcher:
                 try:
                     if not self._step(watch):
                         self.stop(watch.key)
-                except Exception:  # a desktop that went away ends its watch, never the thread
+                except DesktopError as error:  # reset or stopped under the watch: it ends
+                    logger.info("the watch of %s ends: %s", watch.key, error)
+                    self.stop(watch.key)
+                except Exception:  # anything else ends its watch too, never the thread
                     logger.exception("watching %s failed; the watch ends", watch.key)
                     self.stop(watch.key)
             time.sleep(POLL_S)

@@ -10,7 +10,6 @@ and revoked, and a dataset export asked for and downloaded.
 
 import json
 import re
-import uuid
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -28,20 +27,12 @@ from tests.e2e.manager_flow import check_manager_and_reviewer
 from tests.live import CSRF, TERMINAL, Socket, asgi, service_env, websockify, worker
 from tests.services import BIN, free_port, running
 from vm_pool import pool
-from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
+from vm_pool.models import DesktopStatus, DesktopTemplate
 
 # Redis databases of this suite alone, so that it can run beside the other live suites.
 BROKER, CHANNELS = "redis://127.0.0.1:6379/8", "redis://127.0.0.1:6379/9"
 SHOTS = Path(__file__).resolve().parents[2] / "var" / "e2e-shots"
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def host(settings):
-    settings.TANDEM_HOST = f"pages-{uuid.uuid4().hex[:8]}"
-    yield settings.TANDEM_HOST
-    for desktop in Desktop.objects.exclude(status=DesktopStatus.STOPPED):
-        pool.stop_desktop(desktop.pk)
 
 
 def export_worker(host: str):
