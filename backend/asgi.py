@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels with session auth."""
+"""ASGI entry point: HTTP through Django behind the request-body limits, WebSockets through
+Channels with session auth."""
 
 import os
 
@@ -11,11 +12,12 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from backend.body_limits import BodyLimit  # noqa: E402
 from backend.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_http,
+        "http": BodyLimit(django_http),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
