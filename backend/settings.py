@@ -99,7 +99,10 @@ TEMPLATES = [
     },
 ]
 
-# PostgreSQL is the only database, tests included.
+# PostgreSQL is the only database, tests included. Every process (a web server, a worker) holds a pool of at most TANDEM_DB_POOL_MAX
+# connections; a request or job that finds them all busy waits for one, up to
+# TANDEM_DB_POOL_TIMEOUT_SECONDS. No load on one process can take more than its pool, so a
+# deployment uses at most (its processes × TANDEM_DB_POOL_MAX) of the server's max_connections.
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.postgresql",
@@ -108,8 +111,17 @@ DATABASES = {
         "NAME": env("TANDEM_DB_NAME", "tandem"),
         "USER": env("TANDEM_DB_USER", "tandem"),
         "PASSWORD": env("TANDEM_DB_PASSWORD", "tandem"),
-        "CONN_MAX_AGE": env_int("TANDEM_DB_CONN_MAX_AGE", 60),
-        "CONN_HEALTH_CHECKS": True,
+        # Connections come from the process's bounded pool and go back to it after each request
+        # or job (no persistent connection per thread besides).
+        "CONN_MAX_AGE": 0,
+        "OPTIONS": {
+            "pool": {
+                "min_size": 1,
+                "max_size": env_int("TANDEM_DB_POOL_MAX", 8),
+                "timeout": env_int("TANDEM_DB_POOL_TIMEOUT_SECONDS", 30),
+            },
+            "application_name": env("TANDEM_DB_APPLICATION_NAME", "tandem"),
+        },
         "TEST": {"NAME": env("TANDEM_TEST_DB_NAME", "test_tandem")},
     }
 }
@@ -211,7 +223,10 @@ TANDEM_EXPORT_URL_SECONDS = env_int("TANDEM_EXPORT_URL_SECONDS", 600)
 TANDEM_EXPORT_RECORD_DELAY_MS = env_int("TANDEM_EXPORT_RECORD_DELAY_MS", 0)
 TANDEM_EXPORT_QUEUE = env("TANDEM_EXPORT_QUEUE", "exports")  # tests run workers on their own
 
-# Uploads: task files up to TANDEM_IMPORT_MAX_BYTES; larger bodies are refused before parsing.
+# Request bodies (backend.body_limits, before Django reads them): TANDEM_REQUEST_MAX_BYTES for
+# the API in general, task files up to TANDEM_IMPORT_MAX_BYTES, uploaded task-setup files up to
+# TANDEM_DOWNLOAD_MAX_BYTES.
+TANDEM_REQUEST_MAX_BYTES = env_int("TANDEM_REQUEST_MAX_BYTES", 1024 * 1024)
 TANDEM_IMPORT_MAX_BYTES = env_int("TANDEM_IMPORT_MAX_BYTES", 10 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = TANDEM_IMPORT_MAX_BYTES + 64 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
