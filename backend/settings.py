@@ -114,6 +114,7 @@ DATABASES = {
         # Connections come from the process's bounded pool and go back to it after each request
         # or job (no persistent connection per thread besides).
         "CONN_MAX_AGE": 0,
+        "CONN_HEALTH_CHECKS": True,  # a pooled connection is checked as it is taken
         "OPTIONS": {
             "pool": {
                 "min_size": 1,

@@ -23,6 +23,7 @@ BENCHMARKS: tuple[str, ...] = (
     "tests.bench.step",
     "tests.bench.observation",
     "tests.bench.export",
+    "tests.bench.web",
 )
 
 
