@@ -131,3 +131,39 @@ def token_client_for() -> Callable[..., tuple[APIClient, str]]:
         return client, clear
 
     return make
+
+
+MODEL_CLICK = {"type": "click", "point": [100, 200]}
+
+
+@pytest.fixture
+def open_episode(make_user, project, settings, tmp_path):
+    """An annotator's running episode, on a desktop row leased for it on host "elsewhere" (no
+    desktop runs, no job is taken), with step 1 open and the model's click proposed (rank 0):
+    ``(episode, step, annotator)``."""
+    from annotation.models import Episode, Proposal, Step, Task
+    from annotation.queue import claim_next_task
+    from backend.accounts.roles import Role
+    from tests.pngs import solid_png
+    from vm_pool import pool
+    from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
+    from vm_pool.screenshots import store_screenshot
+
+    settings.MEDIA_ROOT = tmp_path
+    ann = make_user("ann", project, Role.ANNOTATOR)
+    Task.objects.create(project=project, external_id="t1", instruction="Open the Archive folder")
+    task = claim_next_task(ann, Project.objects.filter(pk=project.pk)).task
+    template = DesktopTemplate.objects.create(name="default", min_ready=0)
+    Desktop.objects.create(
+        template=template, host="elsewhere", provider="local", width=1280, height=800,
+        status=DesktopStatus.READY,
+    )  # fmt: skip
+    desktop = pool.lease_desktop(template, ann, f"task:{task.pk}", 60)
+    episode = Episode.objects.create(
+        task=task, annotator=ann, desktop=desktop, desktop_generation=desktop.generation
+    )
+    step = Step.objects.create(
+        episode=episode, index=1, observation=store_screenshot(solid_png(1280, 800))
+    )
+    Proposal.objects.create(step=step, rank=0, raw_text="…", thought="Open it.", action=MODEL_CLICK)
+    return episode, step, ann

@@ -18,42 +18,23 @@ from annotation.models import (
     Episode,
     EpisodeOutcome,
     Project,
-    Proposal,
     Step,
     Task,
     TaskEvent,
     TaskStatus,
 )
-from annotation.queue import claim_next_task, lease_duration, return_lapsed_leases
-from backend.accounts.roles import Role
-from tests.pngs import solid_png
+from annotation.queue import lease_duration, return_lapsed_leases
+from tests.conftest import MODEL_CLICK
 from vm_pool import pool
-from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
-from vm_pool.screenshots import store_screenshot
+from vm_pool.models import Desktop, DesktopStatus
 
-CLICK = {"type": "click", "point": [100, 200]}
+CLICK = MODEL_CLICK
 
 
 @pytest.fixture
-def held(make_user, project, settings, tmp_path):
+def held(open_episode):
     """An annotator's running episode on a leased desktop row, with an open step."""
-    settings.MEDIA_ROOT = tmp_path
-    ann = make_user("ann", project, Role.ANNOTATOR)
-    Task.objects.create(project=project, external_id="t1", instruction="Open the Archive folder")
-    task = claim_next_task(ann, Project.objects.filter(pk=project.pk)).task
-    template = DesktopTemplate.objects.create(name="default", min_ready=0)
-    Desktop.objects.create(
-        template=template, host="elsewhere", provider="local", width=1280, height=800,
-        status=DesktopStatus.READY,
-    )  # fmt: skip
-    desktop = pool.lease_desktop(template, ann, f"task:{task.pk}", 60)
-    episode = Episode.objects.create(
-        task=task, annotator=ann, desktop=desktop, desktop_generation=desktop.generation
-    )
-    step = Step.objects.create(
-        episode=episode, index=1, observation=store_screenshot(solid_png(1280, 800))
-    )
-    Proposal.objects.create(step=step, rank=0, raw_text="…", thought="Open it.", action=CLICK)
+    episode, _, ann = open_episode
     return episode, ann
 
 

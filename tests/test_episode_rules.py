@@ -20,40 +20,20 @@ from annotation.models import (
     Task,
     TaskStatus,
 )
-from annotation.queue import claim_next_task
 from backend.accounts.roles import Role
+from tests.conftest import MODEL_CLICK
 from tests.fake_model_server import Reply, serving
 from tests.pngs import solid_png
-from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
+from vm_pool.models import Desktop, DesktopStatus
 from vm_pool.screenshots import store_screenshot
 
-CLICK = {"type": "click", "point": [100, 200]}
+CLICK = MODEL_CLICK
 
 
 @pytest.fixture
-def loop(make_user, project, settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path
-    ann = make_user("ann", project, Role.ANNOTATOR)
-    Task.objects.create(project=project, external_id="t1", instruction="Open the Archive folder")
-    task = claim_next_task(ann, Project.objects.filter(pk=project.pk)).task
-    template = DesktopTemplate.objects.create(name="default")
-    desktop = Desktop.objects.create(
-        template=template,
-        host="elsewhere",
-        provider="local",
-        status=DesktopStatus.LEASED,
-        leased_by=ann,
-        lease_expires_at=timezone.now(),
-        width=1280,
-        height=800,
-    )
-    episode = Episode.objects.create(
-        task=task, annotator=ann, desktop=desktop, desktop_generation=desktop.generation
-    )
-    step = Step.objects.create(
-        episode=episode, index=1, observation=store_screenshot(solid_png(1280, 800))
-    )
-    Proposal.objects.create(step=step, rank=0, raw_text="…", thought="Open it.", action=CLICK)
+def loop(open_episode):
+    """The open episode, its step with a valid click (0), garbage (1) and a "finished" (2)."""
+    episode, step, ann = open_episode
     Proposal.objects.create(step=step, rank=1, raw_text="garbage", invalid_reason="no Action: line")
     Proposal.objects.create(
         step=step, rank=2, raw_text="…", thought="Done.", action={"type": "finished", "content": ""}

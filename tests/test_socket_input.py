@@ -7,24 +7,19 @@ and no desktop or worker is involved: a refused message never gets that far.
 """
 
 import json
-from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.utils import timezone
 
 from annotation import episodes, socket_messages
-from annotation.models import Episode, Project, Proposal, Review, Step, Task, TaskEvent
-from annotation.queue import claim_next_task
+from annotation.models import Episode, Proposal, Review, Step, Task, TaskEvent
 from backend.accounts.roles import Role
-from tests.pngs import solid_png
+from tests.conftest import MODEL_CLICK
 from tests.sockets import IN_MEMORY_LAYER, Socket, run, socket_of
-from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
-from vm_pool.screenshots import store_screenshot
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CLICK = {"type": "click", "point": [100, 200]}
+CLICK = MODEL_CLICK
 DECIDE = {
     "type": "decide",
     "step": 1,
@@ -37,30 +32,9 @@ DECIDE = {
 
 
 @pytest.fixture
-def episode(make_user, project, settings, tmp_path) -> Episode:
-    settings.MEDIA_ROOT = tmp_path
+def episode(open_episode, settings) -> Episode:
     settings.CHANNEL_LAYERS = IN_MEMORY_LAYER
-    ann = make_user("ann", project, Role.ANNOTATOR)
-    Task.objects.create(project=project, external_id="t1", instruction="Open the Archive folder")
-    task = claim_next_task(ann, Project.objects.filter(pk=project.pk)).task
-    desktop = Desktop.objects.create(
-        template=DesktopTemplate.objects.create(name="default"),
-        host="elsewhere",
-        provider="local",
-        status=DesktopStatus.LEASED,
-        leased_by=ann,
-        lease_expires_at=timezone.now() + timedelta(hours=1),
-        width=1280,
-        height=800,
-    )
-    episode = Episode.objects.create(
-        task=task, annotator=ann, desktop=desktop, desktop_generation=desktop.generation
-    )
-    step = Step.objects.create(
-        episode=episode, index=1, observation=store_screenshot(solid_png(1280, 800))
-    )
-    Proposal.objects.create(step=step, rank=0, raw_text="…", thought="Open it.", action=CLICK)
-    return episode
+    return open_episode[0]
 
 
 def stored(episode: Episode) -> list[Any]:
