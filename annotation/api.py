@@ -1,19 +1,21 @@
 """The annotation API: thin views that check permission, validate, call one function, return."""
 
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
 from django.core.files.storage import default_storage
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import transaction
 from django.db.models import Count, Prefetch, QuerySet
-from django.http import FileResponse
+from django.http import FileResponse, QueryDict
 from django.shortcuts import get_object_or_404
+from django.utils.datastructures import MultiValueDict
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import BaseParser, DataAndFiles, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import Serializer
@@ -49,10 +51,24 @@ class UploadTooLarge(DomainError):
     code = "too_large"
 
 
-class RawTaskFileParser(JSONParser):
-    """Lets the import endpoint take a JSON or JSONL body as it is; the importer parses it."""
+class TaskFileBodyParser(BaseParser):
+    """Takes any request body but a multipart form as the task file itself: it becomes
+    ``FILES["file"]``, as a multipart upload's file would.
 
-    media_type = "application/x-ndjson"
+    So every task file reaches the importer, its one parser, the same way whether the caller
+    signs in with a token or a session (a session's CSRF check reads the request's form fields,
+    which parsed a JSONL body as JSON and refused it before the view ever saw it).
+    """
+
+    media_type = "*/*"
+
+    def parse(
+        self, stream: IO[bytes], media_type: str | None = None, parser_context: Any = None
+    ) -> DataAndFiles:
+        body = stream.read(settings.TANDEM_IMPORT_MAX_BYTES + 1)  # one byte more: "too large"
+        jsonl = any(kind in (media_type or "") for kind in ("ndjson", "jsonl"))
+        upload = SimpleUploadedFile("body.jsonl" if jsonl else "body.json", body, media_type)
+        return DataAndFiles(QueryDict(), MultiValueDict({"file": [upload]}))
 
 
 def work_projects(request: Request) -> QuerySet[Project]:
@@ -91,17 +107,23 @@ class ProjectViewSet(viewsets.ModelViewSet):
     def get_serializer_class(self) -> type[Serializer]:
         return self.action_serializers.get(self.action, ProjectSerializer)
 
-    def perform_create(self, serializer: ProjectSerializer) -> None:
-        user = self.request.user
+    # Create and update are authorised before the body is validated: its errors (a project
+    # name already taken) are for those who may make the change.
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        user = request.user
         if not (user.is_superuser or user.can_create_projects):
             raise PermissionDenied("Only project managers may create projects.")
+        return super().create(request, *args, **kwargs)
+
+    def perform_create(self, serializer: ProjectSerializer) -> None:
+        user = self.request.user
         with transaction.atomic():
             project = serializer.save(created_by=user)
             Membership.objects.create(project=project, user=user, role=Role.MANAGER)
 
-    def perform_update(self, serializer: ProjectSerializer) -> None:
-        access.require(self.request.user, serializer.instance, Capability.MANAGE_TASKS)
-        serializer.save()
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        self._managed()
+        return super().update(request, *args, **kwargs)
 
     def perform_destroy(self, instance: Project) -> None:
         access.require(self.request.user, instance, Capability.MANAGE_TASKS)
@@ -117,31 +139,32 @@ class ProjectViewSet(viewsets.ModelViewSet):
         responses={201: dict},
         description=(
             "Import tasks from a JSON or JSONL file (multipart field `file`) or from the request "
-            "body. The file is imported whole or not at all; errors list every bad row."
+            "body (JSONL when its content type says `ndjson` or `jsonl`, or when its first line "
+            "is a whole task). The file is imported whole or not at all; errors list every bad "
+            "row."
         ),
     )
     @action(
         detail=True,
         methods=["post"],
         url_path="import",
-        parser_classes=[MultiPartParser, FormParser, RawTaskFileParser, JSONParser],
+        parser_classes=[MultiPartParser, TaskFileBodyParser],
     )
     def import_tasks(self, request: Request, pk: str) -> Response:
         project = self._managed()
         limit = settings.TANDEM_IMPORT_MAX_BYTES
         too_large = UploadTooLarge(f"Task files may be at most {limit // (1024 * 1024)} MB.")
-        if int(request.META.get("CONTENT_LENGTH") or 0) > limit + 64 * 1024:
+        declared = str(request.META.get("CONTENT_LENGTH") or "0")
+        if declared.isdecimal() and int(declared) > limit + 64 * 1024:
             raise too_large
-        if request.content_type.startswith("multipart/"):
-            upload = request.FILES.get("file")
-            if upload is None:
-                raise DomainError("A multipart upload needs the task file in its `file` field.")
-            data, filename = upload.read(limit + 1), upload.name or ""
-        else:
-            data = request.body
-            filename = "body.jsonl" if "ndjson" in request.content_type else "body.json"
+        upload = request.FILES.get("file")
+        if upload is None and request.content_type.startswith("multipart/"):
+            raise DomainError("A multipart upload needs the task file in its `file` field.")
+        # An empty body reaches no parser: no file, and the importer says the file is empty.
+        data = upload.read(limit + 1) if upload else b""
         if len(data) > limit:
             raise too_large
+        filename = (upload.name or "") if upload else ""
         report = importer.import_tasks(project, data, filename, request.user)
         return Response(report.as_dict(), status=status.HTTP_201_CREATED)
 
@@ -192,12 +215,16 @@ class ProjectViewSet(viewsets.ModelViewSet):
     @extend_schema(responses={200: dict})
     @action(detail=True, methods=["get"], url_path="model")
     def model_health(self, request: Request, pk: str) -> Response:
-        """The project's proposer, its endpoint and whether it is up, to any member.
+        """The project's proposer, its model and whether it is up, to any member; its endpoint
+        (``base_url``) to its managers only, as the model settings are.
 
         The endpoint is probed inside this request: ``GET /models`` with a 3-second timeout,
         a health probe and not a model call (see ``model_serving.status``)."""
         project = self.get_object()
-        return Response(model_status(model_versions.project_model_settings(project)))
+        shown = model_status(model_versions.project_model_settings(project))
+        if not access.allows(request.user, project, Capability.MANAGE_TASKS):
+            del shown["base_url"]
+        return Response(shown)
 
 
 class MembershipViewSet(
@@ -214,10 +241,11 @@ class MembershipViewSet(
         managed = access.projects_where(self.request.user, Capability.MANAGE_TASKS)
         return Membership.objects.filter(project__in=managed).select_related("user")
 
-    def perform_create(self, serializer: MembershipSerializer) -> None:
-        project = serializer.validated_data["project"]
-        access.require(self.request.user, project, Capability.MANAGE_TASKS)
-        serializer.save()
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        # Authorised before the body is validated, so that what a caller who does not manage
+        # the project is told never depends on which projects or users exist.
+        access.project_named_in(request.data, request.user, Capability.MANAGE_TASKS)
+        return super().create(request, *args, **kwargs)
 
 
 class TaskViewSet(viewsets.ReadOnlyModelViewSet):

@@ -24,7 +24,6 @@ from urllib.parse import urlencode
 import django_filters
 from django.db.models import QuerySet
 from django.http import FileResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
@@ -148,11 +147,10 @@ class ExportViewSet(
 
     @extend_schema(request=ExportCreateSerializer, responses={201: ExportSerializer})
     def create(self, request: Request) -> Response:
+        project = access.project_named_in(request.data, request.user, Capability.MANAGE_DATASETS)
         body = ExportCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        project = get_object_or_404(access.visible_projects(request.user), pk=data["project"])
-        access.require(request.user, project, Capability.MANAGE_DATASETS)
         export = exports.create_export(
             project,
             request.user,

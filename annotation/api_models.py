@@ -373,12 +373,9 @@ class ModelVersionViewSet(
                 project_id__in=access.projects_where(request.user, Capability.READ_DATASETS)
             )
             return Response(EvaluationSerializer(runs, many=True).data)
+        project = access.project_named_in(request.data, request.user, Capability.MANAGE_DATASETS)
         body = EvaluationCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        project = get_object_or_404(
-            access.visible_projects(request.user), pk=body.validated_data["project"]
-        )
-        access.require(request.user, project, Capability.MANAGE_DATASETS)
         run = model_versions.start_evaluation(
             version, project, request.user, body.validated_data["tolerance"]
         )

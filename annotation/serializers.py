@@ -16,7 +16,7 @@ from annotation.models import (
     Task,
     TaskEvent,
 )
-from backend.accounts.roles import Role
+from backend.accounts.roles import Capability, Role, role_allows
 from vm_pool.actions import Action, InvalidAction
 
 User = get_user_model()
@@ -32,7 +32,48 @@ def action_text(action: Any) -> str | None:
         return None
 
 
+# Model settings that are secrets: stored and handed to the proposer, never shown. A read says
+# whether each is set (``api_key_set``); a write that leaves one out keeps the stored one, and an
+# empty value clears it.
+SECRET_MODEL_SETTINGS = ("api_key",)
+SECRET_SET_MARKERS = tuple(f"{key}_set" for key in SECRET_MODEL_SETTINGS)
+
+
+class ModelSettingsField(serializers.JSONField):
+    """A project's model settings: a JSON object, shown without its secrets."""
+
+    default_error_messages = {
+        "null": "model_settings must be a JSON object ({{}} for the defaults), not null.",
+        "not_an_object": "model_settings must be a JSON object ({{}} for the defaults).",
+    }
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        # A form field gives "null" or "" as text; JSONField would turn "null" into None.
+        if data == "":
+            self.fail("not_an_object")
+        settings = super().to_internal_value(data)
+        if settings is None:
+            self.fail("null")
+        if not isinstance(settings, dict):
+            self.fail("not_an_object")
+        # The markers a read shows are not settings: a settings object read and sent back as it
+        # is keeps its secrets.
+        return {key: value for key, value in settings.items() if key not in SECRET_SET_MARKERS}
+
+    def to_representation(self, settings: dict[str, Any]) -> dict[str, Any]:
+        shown = {k: v for k, v in settings.items() if k not in SECRET_MODEL_SETTINGS}
+        return {**shown, **{f"{k}_set": bool(settings.get(k)) for k in SECRET_MODEL_SETTINGS}}
+
+
 class ProjectSerializer(serializers.ModelSerializer):
+    model_settings = ModelSettingsField(
+        required=False,
+        help_text=(
+            "Proposer, endpoint, model, sampling and prompt settings; shown to the project's "
+            "managers only. Secrets (api_key) are write-only: a read shows api_key_set, a write "
+            "that leaves api_key out keeps it, an empty api_key clears it."
+        ),
+    )
     my_role = serializers.SerializerMethodField()
 
     class Meta:
@@ -60,6 +101,25 @@ class ProjectSerializer(serializers.ModelSerializer):
                 return membership.role
         return None
 
+    def validate_model_settings(self, settings: dict[str, Any]) -> dict[str, Any]:
+        stored = self.instance.model_settings if self.instance is not None else {}
+        for key in SECRET_MODEL_SETTINGS:
+            if key not in settings:
+                if key in stored:
+                    settings[key] = stored[key]
+            elif settings[key] in ("", None):
+                del settings[key]
+            elif not isinstance(settings[key], str):
+                raise serializers.ValidationError(f"{key} must be a string.")
+        return settings
+
+    def to_representation(self, project: Project) -> dict[str, Any]:
+        shown = super().to_representation(project)
+        role = shown["my_role"]
+        if not (role == "admin" or role_allows(role, Capability.MANAGE_TASKS)):
+            del shown["model_settings"]
+        return shown
+
 
 class MembershipSerializer(serializers.ModelSerializer):
     username = serializers.SlugRelatedField(
@@ -75,7 +135,7 @@ class MembershipSerializer(serializers.ModelSerializer):
 
 class TaskEventSerializer(serializers.ModelSerializer):
     actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    assignee = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    assignee = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
 
     class Meta:
         model = TaskEvent
@@ -83,7 +143,7 @@ class TaskEventSerializer(serializers.ModelSerializer):
 
 
 class TaskSerializer(serializers.ModelSerializer):
-    assignee = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    assignee = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
 
     class Meta:
         model = Task

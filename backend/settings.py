@@ -99,10 +99,11 @@ TEMPLATES = [
     },
 ]
 
-# PostgreSQL is the only database, tests included. Every process (a web server, a worker) holds a pool of at most TANDEM_DB_POOL_MAX
-# connections; a request or job that finds them all busy waits for one, up to
-# TANDEM_DB_POOL_TIMEOUT_SECONDS. No load on one process can take more than its pool, so a
-# deployment uses at most (its processes × TANDEM_DB_POOL_MAX) of the server's max_connections.
+# PostgreSQL is the only database, tests included. Every process (a web server, a worker) holds
+# a pool of at most TANDEM_DB_POOL_MAX connections; a request or job that finds them all busy
+# waits for one, up to TANDEM_DB_POOL_TIMEOUT_SECONDS. No load on one process takes more than
+# its pool: a deployment uses at most (its processes × TANDEM_DB_POOL_MAX) of the server's
+# max_connections.
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.postgresql",
@@ -274,6 +275,8 @@ TANDEM_DESKTOP_PROVIDERS = {
     "aws": "vm_pool.providers.aws.AwsProvider",
 }
 TANDEM_HOST = env("TANDEM_HOST", socket.gethostname())
+# Who may see a desktop and its stream: a rule over projects, which the pool does not know.
+TANDEM_DESKTOP_VISIBILITY = "annotation.access.visible_desktops"
 TANDEM_HOST_PROVIDERS = [p for p in env("TANDEM_HOST_PROVIDERS", "local").split(",") if p]
 TANDEM_DESKTOP_ROOT = Path(env("TANDEM_DESKTOP_ROOT", str(BASE_DIR / "var" / "desktops")))
 TANDEM_DISPLAY_RANGE = (env_int("TANDEM_DISPLAY_MIN", 100), env_int("TANDEM_DISPLAY_MAX", 399))

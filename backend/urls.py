@@ -1,6 +1,8 @@
 """URL map: the web app under /app/, the API under /api/, its schema and docs, the admin,
 sign-in, health."""
 
+from typing import Any
+
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
@@ -31,7 +33,19 @@ from backend.accounts.api import AccessTokenViewSet, MeView
 from vm_pool.api import DesktopViewSet
 from vm_pool.api_task_files import TaskFileViewSet
 
-router = DefaultRouter()
+
+class Router(DefaultRouter):
+    """Every resource of the API is found by its integer id: a path with anything else there is
+    the resolver's 404, never a lookup that fails inside a view."""
+
+    def get_lookup_regex(self, viewset: Any, lookup_prefix: str = "") -> str:
+        lookup_field = getattr(viewset, "lookup_field", "pk")
+        kwarg = getattr(viewset, "lookup_url_kwarg", None) or lookup_field
+        value = getattr(viewset, "lookup_value_regex", "[0-9]+")
+        return f"(?P<{lookup_prefix}{kwarg}>{value})"
+
+
+router = Router()
 router.register("projects", ProjectViewSet, basename="project")
 router.register("memberships", MembershipViewSet, basename="membership")
 router.register("tasks", TaskViewSet, basename="task")

@@ -2,7 +2,8 @@
 
 For the ``openai`` proposer the endpoint is probed with ``GET {base_url}/models`` (a few
 seconds at most, see ``model_serving.vllm.endpoint_health``); it is healthy when it answers
-and serves the model the project asks for (a loaded LoRA adapter is listed there too). For the
+and serves the model the project asks for (a loaded LoRA adapter is listed there too). A failed
+probe says ``unreachable`` or ``error`` with the HTTP status, never what the endpoint said. For the
 baseline, health is whether ``tesseract`` runs, and its version is shown. Settings that name an
 unknown proposer or give it wrong options are reported as unhealthy, with the reason.
 """
@@ -16,7 +17,7 @@ from model_serving.proposers.baseline import MODEL_NAME as BASELINE_MODEL
 from model_serving.proposers.baseline import BaselineProposer
 from model_serving.proposers.openai import OpenAIProposer
 from model_serving.registry import ProposerMisconfigured, get_proposer, proposer_name
-from model_serving.vllm import EndpointHealth, endpoint_health
+from model_serving.vllm import EndpointHealth, EndpointStatus, endpoint_health
 
 HEALTH_TIMEOUT_S = 3
 
@@ -27,7 +28,7 @@ def model_status(model_settings: dict[str, Any]) -> dict[str, Any]:
     try:
         proposer = get_proposer(model_settings)
     except ProposerMisconfigured as error:
-        health = asdict(EndpointHealth(False, error=str(error)))
+        health = asdict(EndpointHealth(False, EndpointStatus.ERROR, error=str(error)))
         base_url, model = model_settings.get("base_url"), model_settings.get("model")
         return _status(name, base_url, model, name == "baseline", health)
     if isinstance(proposer, BaselineProposer):
@@ -35,7 +36,9 @@ def model_status(model_settings: dict[str, Any]) -> dict[str, Any]:
     if isinstance(proposer, OpenAIProposer):
         serving = asdict(_endpoint_serving(proposer))
         return _status(name, proposer.base_url, proposer.model, False, serving)
-    unknown = EndpointHealth(False, error=f"Tandem has no health check for proposer {name!r}")
+    unknown = EndpointHealth(
+        False, EndpointStatus.ERROR, error=f"Tandem has no health check for proposer {name!r}"
+    )
     return _status(name, None, None, proposer.is_baseline, asdict(unknown))
 
 
@@ -56,7 +59,7 @@ def _endpoint_serving(proposer: OpenAIProposer) -> EndpointHealth:
     if health.ok and proposer.model not in health.models:
         served = ", ".join(health.models) or "no model"
         error = f"the endpoint serves {served}, not {proposer.model}"
-        return replace(health, ok=False, error=error)
+        return replace(health, ok=False, status=EndpointStatus.ERROR, error=error)
     return health
 
 
@@ -65,7 +68,8 @@ def _baseline_health(proposer: BaselineProposer) -> dict[str, Any]:
     try:
         version = proposer.model_version
     except ModelUnavailable as error:
-        return {**asdict(EndpointHealth(False, error=str(error))), "tesseract": None}
+        unavailable = EndpointHealth(False, EndpointStatus.ERROR, error=str(error))
+        return {**asdict(unavailable), "tesseract": None}
     latency_ms = round((time.perf_counter() - started) * 1000)
-    health = EndpointHealth(True, models=[BASELINE_MODEL], latency_ms=latency_ms)
+    health = EndpointHealth(True, EndpointStatus.OK, models=[BASELINE_MODEL], latency_ms=latency_ms)
     return {**asdict(health), "tesseract": version.removeprefix("ocr-")}

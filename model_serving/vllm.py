@@ -29,18 +29,20 @@ checkpoint, an architecture that vLLM and transformers implement themselves.
 
 ``endpoint_health`` asks a running OpenAI-compatible server for ``GET {base_url}/models``
 (vLLM also answers ``GET /health`` at its root, which the compose health check uses). It never
-raises: a failure is an ``EndpointHealth`` with ``ok=False`` and the reason.
+raises: a failure is an ``EndpointHealth`` with ``ok=False``, a status (``unreachable``, or
+``error`` with the HTTP status) and a reason in Tandem's words, never the exception's text or
+the endpoint's answer.
 """
 
 import json
 import shlex
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import httpx
 
 DEFAULT_MODEL = "ByteDance-Seed/UI-TARS-1.5-7B"
-ERROR_BODY_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -102,13 +104,23 @@ def serve_command(
     return ServeCommand(argv=[*argv, *extra], env=env)
 
 
+class EndpointStatus(StrEnum):
+    OK = "ok"
+    UNREACHABLE = "unreachable"  # no HTTP answer: refused, timed out, unknown name, bad TLS
+    ERROR = "error"  # an answer that is not a list of models, or a failure of Tandem's own
+
+
 @dataclass(frozen=True)
 class EndpointHealth:
-    """What a model endpoint answered: the models it serves, how fast, or why it did not."""
+    """What a model endpoint answered: the models it serves and how fast, or why it is not
+    healthy, in Tandem's words. The exception and the endpoint's own text are never kept: the
+    probe goes wherever a project's settings point, and must not tell what listens there."""
 
     ok: bool
+    status: EndpointStatus
     models: list[str] = field(default_factory=list)
     latency_ms: int | None = None
+    http_status: int | None = None
     error: str | None = None
 
 
@@ -118,22 +130,31 @@ def endpoint_health(base_url: str, timeout: float = 3, api_key: str = "") -> End
     started = time.perf_counter()
     try:
         response = httpx.get(f"{base_url.rstrip('/')}/models", headers=headers, timeout=timeout)
-    except httpx.HTTPError as error:
-        latency_ms = round((time.perf_counter() - started) * 1000)
-        reason = str(error) or "the connection failed"
+    except httpx.HTTPError:
+        # No latency either: a refusal and a timeout would tell apart a closed and a filtered port.
         return EndpointHealth(
-            False, latency_ms=latency_ms, error=f"{type(error).__name__}: {reason}"
+            False, EndpointStatus.UNREACHABLE, error="the endpoint could not be reached"
         )
     latency_ms = round((time.perf_counter() - started) * 1000)
-    if response.status_code != 200:
-        body = response.text.strip()[:ERROR_BODY_CHARS] or "(no message)"
+    code = response.status_code
+    if code != 200:
         return EndpointHealth(
-            False, latency_ms=latency_ms, error=f"HTTP {response.status_code}: {body}"
+            False,
+            EndpointStatus.ERROR,
+            latency_ms=latency_ms,
+            http_status=code,
+            error=f"the endpoint answered HTTP {code}",
         )
     try:
         models = [str(model["id"]) for model in response.json()["data"]]
     except (ValueError, KeyError, TypeError):
         return EndpointHealth(
-            False, latency_ms=latency_ms, error="the answer is not an OpenAI list of models"
+            False,
+            EndpointStatus.ERROR,
+            latency_ms=latency_ms,
+            http_status=code,
+            error="the answer is not an OpenAI list of models",
         )
-    return EndpointHealth(True, models=models, latency_ms=latency_ms)
+    return EndpointHealth(
+        True, EndpointStatus.OK, models=models, latency_ms=latency_ms, http_status=code
+    )

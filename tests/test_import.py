@@ -2,6 +2,7 @@
 
 Every request here goes through a client that turns a crash into a 500 response instead of an
 exception, and every response is checked not to be a 500: bad input is the caller's error.
+A refused import is checked to have left every stored task as it was.
 """
 
 import json
@@ -13,8 +14,12 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.http import HttpResponse
 from rest_framework.test import APIClient
 
+from annotation import importer
+from annotation.importer import CONTENT_FIELDS, MAX_DEPTH
 from annotation.models import Task, TaskEvent, TaskStatus
 from backend.accounts.models import User
+from tests.conftest import PASSWORD
+from vm_pool.setup_runner import RUNNERS
 
 pytestmark = pytest.mark.django_db
 
@@ -70,9 +75,20 @@ def jsonl(values: list[Any]) -> bytes:
     return "".join(json.dumps(value) + "\n" for value in values).encode()
 
 
-def written() -> tuple[int, int]:
-    """What an import writes: tasks and their events."""
-    return Task.objects.count(), TaskEvent.objects.count()
+Stored = tuple[list[tuple[Any, ...]], int]
+
+
+def written() -> Stored:
+    """What an import writes: every task's content and state, and the number of task events."""
+    tasks = Task.objects.order_by("pk").values_list(
+        "pk", "external_id", *CONTENT_FIELDS, "source", "status", "updated_at"
+    )
+    return list(tasks), TaskEvent.objects.count()
+
+
+def nested(depth: int) -> str:
+    """JSON text of an object nested ``depth`` levels deep."""
+    return '{"a": ' * (depth - 1) + "{}" + "}" * (depth - 1)
 
 
 def not_a_crash(response: HttpResponse) -> HttpResponse:
@@ -115,6 +131,36 @@ def upload(manager_client, project) -> Callable[..., HttpResponse]:
 
 
 @pytest.fixture
+def browser_client(manager) -> APIClient:
+    """A client that signs in as the web app does: a session cookie and the CSRF header."""
+    client = APIClient(enforce_csrf_checks=True)
+    client.raise_request_exception = False
+    assert client.login(username=manager.username, password=PASSWORD)
+    client.get("/accounts/login/")
+    client.credentials(HTTP_X_CSRFTOKEN=client.cookies["csrftoken"].value)
+    return client
+
+
+@pytest.fixture
+def token_client(token_client_for, manager) -> APIClient:
+    client, _ = token_client_for(manager)
+    client.raise_request_exception = False
+    return client
+
+
+@pytest.fixture
+def client_by(browser_client, token_client) -> Callable[[str], APIClient]:
+    """The manager's client that signs in by "session" (as a browser) or by "token"."""
+    return {"session": browser_client, "token": token_client}.__getitem__
+
+
+@pytest.fixture
+def stored(upload) -> None:
+    """Two queued tasks already imported, task-1 and task-2, for refused imports to leave be."""
+    assert upload(jsonl(rows(2)), filename="tasks.jsonl").status_code == 201
+
+
+@pytest.fixture
 def post_body(manager_client, project) -> Callable[..., HttpResponse]:
     """POST the task file as the raw request body."""
 
@@ -127,7 +173,7 @@ def post_body(manager_client, project) -> Callable[..., HttpResponse]:
     return post
 
 
-def rejected_errors(response: HttpResponse, before: tuple[int, int]) -> list[dict[str, Any]]:
+def rejected_errors(response: HttpResponse, before: Stored) -> list[dict[str, Any]]:
     """Check the response is a clear 400 that wrote nothing; return its per-row errors."""
     assert response.status_code == 400, response.content[:1000]
     error = response.json()["error"]
@@ -137,6 +183,7 @@ def rejected_errors(response: HttpResponse, before: tuple[int, int]) -> list[dic
     assert written() == before
     errors = error["details"]["errors"]
     assert error["details"]["error_count"] == len(errors) > 0
+    assert error["details"]["bad_row_count"] == len({e["row"] for e in errors if e["row"] > 0})
     assert all(e["message"] for e in errors)
     return errors
 
@@ -225,21 +272,25 @@ def test_imported_task_shows_its_source_row_in_the_api(upload, manager_client):
 # Malformed files: a clear 400 that lists the bad rows, and nothing written
 
 
-def test_json_array_with_a_syntax_error_is_rejected(post_body):
+def test_json_array_with_a_syntax_error_names_the_row_it_is_in(post_body):
     before = written()
     content = b'[\n  {"instruction": "Open the editor."},\n  {"instruction": "Save",}\n]'
 
     errors = rejected_errors(post_body(content), before)
 
-    assert len(errors) == 1
-    assert errors[0]["row"] == 0
+    assert rows_and_fields(errors) == {(2, "")}
+    assert "not valid JSON" in errors[0]["message"]
     assert "line 3" in errors[0]["message"]
 
 
 @pytest.mark.parametrize("transport", ["jsonl upload", "ndjson body"])
 def test_broken_jsonl_line_is_reported_by_its_line_number(transport, upload, post_body):
     before = written()
-    content = jsonl(rows(2)) + b'{"id": "task-3", "instruction": "Close the \n' + jsonl(rows(1))
+    content = (
+        jsonl(rows(2))
+        + b'{"id": "task-3", "instruction": "Close the \n'
+        + jsonl(rows(1, prefix="more"))
+    )
 
     if transport == "jsonl upload":
         response = upload(content, filename="tasks.jsonl")
@@ -379,9 +430,10 @@ def test_deeply_nested_json_is_rejected_not_a_crash(post_body):
     before = written()
     depth = 100_000
 
-    response = post_body(b"[" * depth + b"]" * depth)
+    errors = rejected_errors(post_body(b"[" * depth + b"]" * depth), before)
 
-    rejected_errors(response, before)
+    assert [e["row"] for e in errors] == [1]
+    assert f"nested deeper than {MAX_DEPTH} levels" in errors[0]["message"]
 
 
 def test_nul_character_is_rejected_not_a_crash(post_body):
@@ -393,15 +445,357 @@ def test_nul_character_is_rejected_not_a_crash(post_body):
     assert rows_and_fields(errors) == {(2, "instruction")}
 
 
-@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
-def test_non_json_number_is_rejected_not_a_crash(constant, post_body):
-    before = written()
-    row = '{"instruction": "Open it.", "evaluator": {"func": "compare", "expected": ' + constant
-    content = jsonl(rows(1)) + (row + "}}\n").encode()
+# Values jsonb cannot store, and nesting deeper than MAX_DEPTH: refused per row and field
 
-    errors = rejected_errors(post_body(content, content_type="application/x-ndjson"), before)
+# A row with its value in each kind of field, and the levels above the value (the row is 1).
+DEEP_ROWS = {
+    "evaluator": ('{{"id": "deep", "instruction": "Open it.", "evaluator": {value}}}', 1),
+    "config": (
+        '{{"id": "deep", "instruction": "Open it.", '
+        '"config": [{{"type": "launch", "parameters": {value}}}]}}',
+        3,
+    ),
+    "snapshot": ('{{"id": "deep", "instruction": "Open it.", "snapshot": {value}}}', 1),
+}
+CHANGED_TASK_1 = '{"id": "task-1", "instruction": "Do something else with file 1."}'
+
+
+@pytest.mark.parametrize("field", DEEP_ROWS)
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 330, 5000])
+def test_row_nested_deeper_than_the_limit_is_refused_naming_its_row(
+    field, depth, stored, post_body
+):
+    before = written()
+    template, above = DEEP_ROWS[field]
+    deep = template.format(value=nested(depth - above))
+    content = f"[{CHANGED_TASK_1},\n{deep}]".encode()
+
+    errors = rejected_errors(post_body(content), before)
 
     assert [e["row"] for e in errors] == [2]
+    assert f"nested deeper than {MAX_DEPTH} levels" in errors[0]["message"]
+    if depth < 500:  # deeper still, the row is refused before its fields are told apart
+        assert errors[0]["field"] == field
+
+
+@pytest.mark.parametrize("field", DEEP_ROWS)
+def test_row_nested_as_deep_as_the_limit_is_imported(field, post_body, project):
+    template, above = DEEP_ROWS[field]
+    content = template.format(value=nested(MAX_DEPTH - above)).encode()
+
+    response = post_body(content)
+
+    assert response.status_code == 201, response.content[:1000]
+    assert project.tasks.get().external_id == "deep"
+
+
+@pytest.mark.parametrize(
+    "row, field",
+    [
+        (r'{"id": "s", "instruction": "Open the caf\ud800 menu."}', "instruction"),
+        (r'{"id": "s", "instruction": "Open it.", "evaluator": {"expected": ["\udfff"]}}',
+         "evaluator"),
+        (r'{"id": "s", "instruction": "Open it.", "config": [{"type": "\ud800"}]}', "config"),
+        (r'{"id": "s", "instruction": "Open it.", "note\udc00": 1}', r"note\udc00"),
+    ],
+    ids=["instruction", "evaluator", "setup", "field name"],
+)  # fmt: skip
+def test_lone_surrogate_is_refused_naming_row_and_field(row, field, stored, post_body):
+    before = written()
+    content = f"[{CHANGED_TASK_1},\n{row}]".encode()
+
+    errors = rejected_errors(post_body(content), before)
+
+    assert (2, field) in rows_and_fields(errors)
+    assert {e["row"] for e in errors} == {2}
+    assert any("lone surrogate" in e["message"] for e in errors)
+
+
+def test_surrogate_pair_is_one_character_and_is_imported(post_body, project):
+    content = rb'[{"id": "emoji", "instruction": "Send \ud83d\ude00 to the team chat."}]'
+
+    response = post_body(content)
+
+    assert response.status_code == 201, response.content[:1000]
+    assert project.tasks.get().instruction == "Send \U0001f600 to the team chat."
+
+
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "NaN", "Infinity", "-Infinity"])
+def test_number_that_is_not_finite_is_refused_naming_row_and_field(number, stored, post_body):
+    before = written()
+    row = '{"id": "n", "instruction": "Open it.", "evaluator": {"expected": [' + number + "]}}"
+    content = f"[{CHANGED_TASK_1},\n{row}]".encode()
+
+    errors = rejected_errors(post_body(content), before)
+
+    assert rows_and_fields(errors) == {(2, "evaluator")}
+    assert "a number that is not finite" in errors[0]["message"]
+    assert "evaluator.expected[0]" in errors[0]["message"]
+
+
+def test_integer_too_long_to_read_is_refused_naming_its_row(post_body):
+    before = written()
+    row = '{"instruction": "Open it.", "evaluator": {"expected": ' + "9" * 5000 + "}}"
+    content = f"[{json.dumps(rows(1)[0])},\n{row}]".encode()
+
+    errors = rejected_errors(post_body(content), before)
+
+    assert rows_and_fields(errors) == {(2, "")}
+    assert "too long to read" in errors[0]["message"]
+
+
+# One parse for every body, whoever signs in how
+
+
+@pytest.mark.parametrize("auth", ["session", "token"])
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/x-ndjson",
+        "application/jsonl",
+        "application/json",
+        "text/plain",
+        "application/x-www-form-urlencoded",  # what `curl -d @tasks.jsonl` sends
+    ],
+)
+def test_jsonl_body_is_imported_alike_with_a_session_and_with_a_token(
+    auth, content_type, client_by, project
+):
+    response = not_a_crash(
+        client_by(auth).post(
+            f"/api/projects/{project.pk}/import/", jsonl(rows(3)), content_type=content_type
+        )
+    )
+
+    assert response.status_code == 201, response.content[:1000]
+    assert response.json()["created"] == 3
+    assert project.tasks.count() == 3
+
+
+@pytest.mark.parametrize("auth", ["session", "token"])
+@pytest.mark.parametrize("transport", ["json array body", "multipart upload"])
+def test_json_file_is_imported_alike_with_a_session_and_with_a_token(
+    auth, transport, client_by, project
+):
+    client, url = client_by(auth), f"/api/projects/{project.pk}/import/"
+    content = json.dumps(rows(2)).encode()
+
+    if transport == "multipart upload":
+        file = SimpleUploadedFile("tasks.json", content)
+        response = client.post(url, {"file": file}, format="multipart")
+    else:
+        response = client.post(url, content, content_type="application/json")
+
+    assert not_a_crash(response).status_code == 201, response.content[:1000]
+    assert project.tasks.count() == 2
+
+
+@pytest.mark.parametrize("auth", ["session", "token"])
+def test_jsonl_body_with_deep_surrogate_and_infinite_rows_names_each_row(
+    auth, client_by, stored, project
+):
+    before = written()
+    content = "\n".join(
+        [
+            CHANGED_TASK_1,
+            DEEP_ROWS["evaluator"][0].format(value=nested(330)),
+            r'{"id": "surrogate", "instruction": "Type \ud800 into the box."}',
+            '{"id": "huge", "instruction": "Open it.", "evaluator": {"expected": 1e400}}',
+            '{"id": "fine", "instruction": "Open the file manager."}',
+        ]
+    ).encode()
+
+    response = not_a_crash(
+        client_by(auth).post(
+            f"/api/projects/{project.pk}/import/", content, content_type="application/x-ndjson"
+        )
+    )
+
+    errors = rejected_errors(response, before)
+    assert rows_and_fields(errors) == {(2, "evaluator"), (3, "instruction"), (4, "evaluator")}
+    assert response.json()["error"]["message"].startswith("3 of 5 rows are invalid.")
+
+
+def test_body_without_a_content_type_is_imported(manager_client, project):
+    response = not_a_crash(
+        manager_client.generic(
+            "POST", f"/api/projects/{project.pk}/import/", jsonl(rows(2)), content_type=""
+        )
+    )
+
+    assert response.status_code == 201, response.content[:1000]
+    assert project.tasks.count() == 2
+
+
+def test_unreadable_content_length_is_a_clear_error(manager_client, project):
+    before = written()
+
+    response = not_a_crash(
+        manager_client.post(
+            f"/api/projects/{project.pk}/import/",
+            jsonl(rows(1)),
+            content_type="application/x-ndjson",
+            CONTENT_LENGTH="ten",
+        )
+    )
+
+    assert response.status_code == 400
+    assert written() == before
+
+
+# Every bad row in one pass, with a true count
+
+
+def test_every_bad_row_is_reported_in_one_pass_broken_json_and_invalid_fields_together(
+    upload, stored
+):
+    before = written()
+    content = "\n".join(
+        [
+            '{"id": "ok-1", "instruction": "Open the editor."}',
+            '{"id": "broken", "instruction": "Close the',
+            '{"id": "no-instruction", "max_steps": 0}',
+            '{"id": "ok-2", "instruction": "Open the browser."}',
+            '{"id": "drive", "instruction": "Sync it.", "config": [{"type": "googledrive"}]}',
+            CHANGED_TASK_1,
+        ]
+    ).encode()
+
+    response = upload(content, filename="tasks.jsonl")
+
+    errors = rejected_errors(response, before)
+    assert rows_and_fields(errors) == {
+        (2, ""),
+        (3, "instruction"),
+        (3, "max_steps"),
+        (5, "config[0]"),
+    }
+    details = response.json()["error"]["details"]
+    assert (details["bad_row_count"], details["error_count"]) == (3, 4)
+    assert response.json()["error"]["message"].startswith("3 of 6 rows are invalid.")
+    assert [e["row"] for e in errors] == sorted(e["row"] for e in errors)
+
+
+def test_json_array_reports_each_broken_element_with_the_invalid_rows(post_body, stored):
+    before = written()
+    content = "\n".join(
+        [
+            "[",
+            '  {"id": "a", "instruction": "Open it.",},',
+            '  {"id": "b", "instruction": 42},',
+            '  {"id": "c", "instruction": "Open it." "max_steps": 3},',
+            f"  {CHANGED_TASK_1},",
+            '  {"id": "e", "instruction": "Open it.", "evaluator": {"x": [1, 2,]}}',
+            "]",
+        ]
+    ).encode()
+
+    response = post_body(content)
+
+    errors = rejected_errors(response, before)
+    assert rows_and_fields(errors) == {(1, ""), (2, "instruction"), (3, ""), (5, "")}
+    by_row = {e["row"]: e["message"] for e in errors}
+    assert "line 2" in by_row[1]
+    assert "line 4" in by_row[3]
+    assert "line 6" in by_row[5]
+    assert response.json()["error"]["message"].startswith("4 of 5 rows are invalid.")
+
+
+def test_json_array_stops_at_a_string_left_open_and_says_so(post_body):
+    before = written()
+    content = "\n".join(
+        [
+            "[",
+            '  {"id": "a", "instruction": 42},',
+            '  {"id": "b", "instruction": "Open the},',
+            '  {"id": "c", "instruction": "Open it."}',
+            "]",
+        ]
+    ).encode()
+
+    errors = rejected_errors(post_body(content), before)
+
+    assert rows_and_fields(errors) == {(1, "instruction"), (2, "")}
+    assert "the rows after it cannot be read" in errors[1]["message"]
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (b'[{"instruction": "Open it."},\n {"instruction": "Save it."},\n]', "a comma after"),
+        (b'[{"instruction": "Open it."}\n {"instruction": "Save it."}]', "expected ','"),
+        (b'[{"instruction": "Open it."}] {"instruction": "Save it."}', "text after the array"),
+        (b'[{"instruction": "Open it."},\n {"instruction": "Save it."}\n', "expected ','"),
+    ],
+    ids=["comma after the last row", "missing comma", "text after the array", "array not closed"],
+)
+def test_broken_json_between_rows_is_a_file_error_not_a_bad_row(content, problem, post_body):
+    before = written()
+
+    response = post_body(content)
+
+    errors = rejected_errors(response, before)
+    assert rows_and_fields(errors) == {(0, "")}
+    assert problem in errors[0]["message"]
+    assert response.json()["error"]["details"]["bad_row_count"] == 0
+
+
+def test_tasks_object_reports_its_broken_rows(post_body):
+    before = written()
+    content = b'{"tasks": [\n {"instruction": "Open it."},\n {"instruction": "Save",},\n {}\n]}'
+
+    errors = rejected_errors(post_body(content), before)
+
+    assert rows_and_fields(errors) == {(2, ""), (3, "instruction")}
+
+
+# Setup steps: only those the desktops run
+
+
+def test_unknown_setup_step_type_is_refused_naming_row_and_step(post_body, stored):
+    before = written()
+    task = {
+        "id": "drive",
+        "instruction": "Open the shared sheet.",
+        "config": [
+            {"type": "launch", "parameters": {"command": ["libreoffice", "--calc"]}},
+            {"type": "googledrive", "parameters": {"settings_file": "settings.yml"}},
+            {"type": "login", "parameters": {}},
+        ],
+    }
+    changed = {"id": "task-1", "instruction": "Do something else with file 1."}
+
+    errors = rejected_errors(post_body(json.dumps([changed, task]).encode()), before)
+
+    assert rows_and_fields(errors) == {(2, "config[1]"), (2, "config[2]")}
+    assert "'googledrive' is not a setup step the desktops run" in errors[0]["message"]
+    assert "launch" in errors[0]["message"]
+
+
+def test_every_setup_step_type_the_desktops_run_is_imported(post_body, project):
+    steps = [{"type": kind, "parameters": {}} for kind in sorted(RUNNERS)]
+    task = {"id": "all-steps", "instruction": "Prepare everything.", "setup": steps}
+
+    response = post_body(json.dumps([task]).encode())
+
+    assert response.status_code == 201, response.content[:1000]
+    assert [step["type"] for step in project.tasks.get().setup] == sorted(RUNNERS)
+
+
+@pytest.mark.parametrize("shape", ["json array", "jsonl", "tasks object"])
+def test_file_with_more_rows_than_allowed_is_refused(shape, monkeypatch, upload):
+    monkeypatch.setattr(importer, "MAX_ROWS", 3)
+    before = written()
+    content = {
+        "json array": json.dumps(rows(4)).encode(),
+        "jsonl": jsonl(rows(4)),
+        "tasks object": json.dumps({"tasks": rows(4)}).encode(),
+    }[shape]
+
+    response = upload(content, filename="tasks.jsonl" if shape == "jsonl" else "tasks.json")
+
+    rejected_errors(response, before)
+    assert "more than 3 tasks" in response.json()["error"]["message"]
 
 
 # Size limit

@@ -129,34 +129,49 @@ def test_a_running_endpoint_is_healthy_and_lists_its_model():
     assert server.requests[0].path == "/v1/models"
 
 
-def test_an_endpoint_nobody_listens_on_is_unhealthy_with_the_reason():
+def test_an_endpoint_nobody_listens_on_is_unreachable_and_the_exception_is_not_told():
     health = endpoint_health(f"http://127.0.0.1:{closed_port()}/v1", timeout=1)
     assert not health.ok
+    assert health.status == "unreachable"
     assert health.models == []
-    assert "ConnectError" in health.error
+    assert health.error == "the endpoint could not be reached"
+    # Not even how long it took: a refusal and a timeout would tell closed and filtered apart.
+    assert (health.latency_ms, health.http_status) == (None, None)
 
 
-def test_an_endpoint_without_an_openai_api_is_unhealthy_with_its_answer():
+def test_a_name_that_does_not_resolve_reads_the_same_as_a_closed_port():
+    refused = endpoint_health(f"http://127.0.0.1:{closed_port()}/v1", timeout=1)
+    unknown = endpoint_health("http://no-such-host.invalid/v1", timeout=1)
+    assert unknown == refused
+
+
+def test_an_endpoint_without_an_openai_api_gives_its_http_status_not_its_answer():
     with serving() as server:
         health = endpoint_health(f"http://127.0.0.1:{server.port}/not-openai")
     assert not health.ok
-    assert health.error.startswith("HTTP 404")
+    assert (health.status, health.http_status) == ("error", 404)
+    assert health.error == "the endpoint answered HTTP 404"
+    assert "no route" not in str(health)
 
 
 @pytest.mark.django_db
-def test_members_see_the_projects_endpoint_is_up(make_user, client_for):
+def test_members_see_the_projects_endpoint_is_up_and_only_managers_see_where(make_user, client_for):
     with serving() as server:
         settings = {"proposer": "openai", "base_url": server.base_url, "model": server.model}
         project = Project.objects.create(name="Served", model_settings=settings)
         reviewer = make_user("reviewer", project, Role.REVIEWER)
+        manager = make_user("manager", project, Role.MANAGER)
         response = client_for(reviewer).get(f"/api/projects/{project.pk}/model/")
+        managed = client_for(manager).get(f"/api/projects/{project.pk}/model/").json()
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["proposer"] == "openai"
-    assert body["base_url"] == server.base_url
+    assert "base_url" not in body
+    assert managed["base_url"] == server.base_url
     assert body["model"] == server.model
     assert body["baseline"] is False
     assert body["health"]["ok"] is True
+    assert body["health"]["status"] == "ok"
     assert body["health"]["models"] == [server.model]
     assert body["health"]["error"] is None
 
@@ -181,7 +196,23 @@ def test_an_unreachable_endpoint_is_shown_unhealthy(make_user, client_for):
     body = client_for(annotator).get(f"/api/projects/{project.pk}/model/").json()
     assert body["proposer"] == "openai"
     assert body["health"]["ok"] is False
-    assert body["health"]["error"]
+    assert body["health"]["status"] == "unreachable"
+    assert body["health"]["error"] == "the endpoint could not be reached"
+
+
+@pytest.mark.django_db
+def test_the_health_of_an_endpoint_that_refuses_shows_its_status_not_its_answer(
+    make_user, client_for
+):
+    with serving() as server:
+        settings = {"base_url": f"http://127.0.0.1:{server.port}/private", "model": UITARS}
+        project = Project.objects.create(name="Probed", model_settings=settings)
+        manager = make_user("manager", project, Role.MANAGER)
+        response = client_for(manager).get(f"/api/projects/{project.pk}/model/")
+    health = response.json()["health"]
+    assert (health["ok"], health["status"], health["http_status"]) == (False, "error", 404)
+    assert health["error"] == "the endpoint answered HTTP 404"
+    assert "no route" not in response.content.decode()
 
 
 @pytest.mark.django_db
@@ -191,7 +222,7 @@ def test_a_project_without_a_model_shows_the_baseline_and_its_tesseract(make_use
     body = client_for(engineer).get(f"/api/projects/{project.pk}/model/").json()
     assert body["proposer"] == "baseline"
     assert body["baseline"] is True
-    assert body["base_url"] is None
+    assert "base_url" not in body  # the model settings are the managers'
     assert body["model"] == "tandem-baseline"
     assert body["health"]["ok"] is True
     version = subprocess.run(["tesseract", "--version"], capture_output=True, text=True).stdout

@@ -4,14 +4,26 @@ Non-members get 404 (a project's existence is not revealed); members whose role 
 capability get 403; anonymous callers get 401.
 """
 
+import io
 from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
+from django.core.management import call_command
 from django.utils import timezone
 
-from annotation.models import Episode, EpisodeOutcome, Project, Task, TaskStatus
+from annotation.models import (
+    DatasetExport,
+    Episode,
+    EpisodeOutcome,
+    Membership,
+    Project,
+    Task,
+    TaskStatus,
+)
+from backend.accounts.models import User
 from backend.accounts.roles import Role
+from model_serving.models import EvaluationRun, ModelVersion
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, StreamToken
 
 ROLES = [
@@ -222,6 +234,22 @@ ENDPOINTS = [
         {"anonymous": 401, "owner": 201, "reviewer": 201, "manager": 201, "admin": 201},
         404,
     ),
+    (
+        "read a running episode's desktop",
+        "get",
+        "/api/desktops/{d}/",
+        None,
+        {"anonymous": 401, "owner": 200, "reviewer": 200, "manager": 200, "admin": 200},
+        404,
+    ),
+    (
+        "stream a running episode's desktop by its id",
+        "post",
+        "/api/desktops/{d}/stream/",
+        None,
+        {"anonymous": 401, "owner": 201, "reviewer": 201, "manager": 201, "admin": 201},
+        404,
+    ),
     ("list own tokens", "get", "/api/tokens/", None, {"anonymous": 401}, 200),
     (
         "create a token",
@@ -256,7 +284,13 @@ def fill(value, world: World):
 @pytest.mark.parametrize(("method", "path", "body", "role", "expected"), CASES)
 def test_endpoint_allows_or_denies_each_role(world, client_for, method, path, body, role, expected):
     client = client_for(None if role == "anonymous" else world.users[role])
-    url = path.format(p=world.project.pk, t=world.task.pk, e=world.episode.pk, r=world.running.pk)
+    url = path.format(
+        p=world.project.pk,
+        t=world.task.pk,
+        e=world.episode.pk,
+        r=world.running.pk,
+        d=world.running.desktop_id,
+    )
     kwargs = {"format": "json"} if body is not None else {}
     response = getattr(client, method)(url, fill(body, world), **kwargs)
 
@@ -333,3 +367,235 @@ def test_review_queue_lists_submitted_episodes_only_to_their_reviewers(world, cl
         "outsider": [],
         "admin": waiting,
     }
+
+
+# --- desktops: seen by project capability, never by staff status ------------------------------
+
+
+def desktop_responses(client, desktop_id: int) -> list:
+    return [
+        client.get(f"/api/desktops/{desktop_id}/"),
+        client.post(f"/api/desktops/{desktop_id}/stream/"),
+    ]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("flags", [{}, {"is_staff": True}])
+def test_a_manager_of_another_project_is_told_no_such_desktop_nor_stream(
+    world, client_for, make_user, other_project, flags
+):
+    other_manager = make_user("elsewhere", other_project, Role.MANAGER, **flags)
+    client = client_for(other_manager)
+    desktop_id = world.running.desktop_id
+
+    assert [r.status_code for r in desktop_responses(client, desktop_id)] == [404, 404]
+    assert client.get("/api/desktops/").json()["count"] == 0
+    assert not StreamToken.objects.exists()
+    desktop = Desktop.objects.get(pk=desktop_id)
+    assert (desktop.status, desktop.leased_by) == (DesktopStatus.LEASED, world.users["owner"])
+
+
+@pytest.mark.django_db
+def test_staff_status_alone_shows_no_desktop(world, client_for, make_user):
+    client = client_for(make_user("staff", is_staff=True))
+    assert [r.status_code for r in desktop_responses(client, world.running.desktop_id)] == [
+        404,
+        404,
+    ]
+    assert client.get("/api/desktops/").json()["count"] == 0
+
+
+@pytest.mark.django_db
+def test_the_pool_lists_each_user_the_desktops_they_may_watch(world, client_for):
+    ready = Desktop.objects.create(
+        template=DesktopTemplate.objects.get(name="default"),
+        host="elsewhere",
+        provider="local",
+        status=DesktopStatus.READY,
+        vnc_port=15998,
+        width=1280,
+        height=800,
+    )
+    listed = {
+        role: [
+            d["id"] for d in client_for(world.users[role]).get("/api/desktops/").json()["results"]
+        ]
+        for role in ("owner", "annotator", "reviewer", "manager", "engineer", "outsider", "admin")
+    }
+    running = world.running.desktop_id
+    assert listed == {
+        "owner": [running],
+        "annotator": [],
+        "reviewer": [running],
+        "manager": [running],
+        "engineer": [],
+        "outsider": [],
+        "admin": [running, ready.pk],
+    }
+
+
+@pytest.mark.django_db
+def test_a_desktop_is_not_watched_after_its_episode_ended(world, client_for):
+    Episode.objects.filter(pk=world.running.pk).update(
+        ended_at=timezone.now(), outcome=EpisodeOutcome.ABANDONED
+    )
+    manager = client_for(world.users["manager"])
+    owner = client_for(world.users["owner"])
+    assert manager.get(f"/api/desktops/{world.running.desktop_id}/").status_code == 404
+    assert owner.get(f"/api/desktops/{world.running.desktop_id}/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_desktop_leased_to_someone_else_since_is_not_the_episodes_to_watch(
+    world, client_for, make_user, other_project
+):
+    newcomer = make_user("newcomer", other_project, Role.ANNOTATOR)
+    Desktop.objects.filter(pk=world.running.desktop_id).update(leased_by=newcomer, generation=1)
+    for role in ("manager", "reviewer", "owner"):
+        client = client_for(world.users[role])
+        assert client.get(f"/api/desktops/{world.running.desktop_id}/").status_code == 404
+    assert client_for(newcomer).get(f"/api/desktops/{world.running.desktop_id}/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_demo_users_get_their_roles_and_only_the_admin_is_staff(make_user):
+    # A manager seeded by an earlier version was staff: seeding again takes it away.
+    make_user("manager", is_staff=True)
+    call_command("seed_demo", stdout=io.StringIO())
+    flags = {
+        u.username: (u.is_staff, u.is_superuser, u.can_create_projects)
+        for u in User.objects.filter(username__in=["admin", "manager", "annotator", "reviewer"])
+    }
+    assert flags == {
+        "admin": (True, True, False),
+        "manager": (False, False, True),
+        "annotator": (False, False, False),
+        "reviewer": (False, False, False),
+    }
+    demo = Project.objects.get(name="Demo: desktop basics")
+    assert demo.memberships.get(user__username="manager").role == Role.MANAGER
+
+
+# --- requests naming a project: authorised before the body is read ----------------------------
+
+
+MEMBER_BODIES = [
+    {"username": "annotator", "role": "reviewer"},
+    {"username": "nobody-by-this-name", "role": "reviewer"},
+    {"username": "annotator", "role": "overlord"},
+    {},
+]
+
+
+@pytest.mark.django_db
+def test_adding_a_member_to_a_project_one_is_not_in_is_not_found_whatever_the_body(
+    world, client_for
+):
+    client = client_for(world.users["outsider"])
+    before = list(Membership.objects.values_list("pk", "role"))
+    answers = {
+        (r.status_code, r.content)
+        for body in MEMBER_BODIES
+        for project in (world.project.pk, 987654321)
+        for r in [client.post("/api/memberships/", {**body, "project": project}, format="json")]
+    }
+    assert answers == {
+        (404, b'{"error":{"status":404,"code":"not_found","message":"No such project."}}')
+    }
+    assert list(Membership.objects.values_list("pk", "role")) == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("role", ["annotator", "reviewer", "engineer"])
+def test_adding_a_member_without_managing_the_project_is_denied_whatever_the_body(
+    world, client_for, role
+):
+    client = client_for(world.users[role])
+    before = list(Membership.objects.values_list("pk", "role"))
+    answers = {
+        (r.status_code, r.content)
+        for body in MEMBER_BODIES
+        for r in [
+            client.post("/api/memberships/", {**body, "project": world.project.pk}, format="json")
+        ]
+    }
+    assert len(answers) == 1
+    assert answers.pop()[0] == 403
+    assert list(Membership.objects.values_list("pk", "role")) == before
+
+
+@pytest.mark.django_db
+def test_a_manager_adding_a_member_gets_the_body_checked(world, client_for):
+    client = client_for(world.users["manager"])
+    body = {"project": world.project.pk, "username": "nobody-by-this-name", "role": "reviewer"}
+    response = client.post("/api/memberships/", body, format="json")
+    assert response.status_code == 400
+    assert "username" in response.json()["error"]["details"]
+
+
+@pytest.mark.django_db
+def test_a_malformed_project_is_refused_the_same_for_everyone(world, client_for):
+    answers = {
+        (r.status_code, r.content)
+        for role in ("outsider", "annotator", "manager")
+        for body in ({"project": "x"}, {"username": "annotator", "role": "reviewer"})
+        for r in [client_for(world.users[role]).post("/api/memberships/", body, format="json")]
+    }
+    assert {status for status, _ in answers} == {400}
+    assert len(answers) == 2  # one answer per body, whoever asks
+
+
+@pytest.mark.django_db
+def test_exports_and_evaluations_in_a_project_one_is_not_in_are_not_found_whatever_the_body(
+    world, client_for
+):
+    version = ModelVersion.objects.create(name="v1", base_model="ui-tars")
+    client = client_for(world.users["outsider"])
+    exports = [
+        client.post("/api/exports/", {"project": world.project.pk, **body}, format="json")
+        for body in ({"kind": "sft"}, {"kind": "nonsense"}, {"kind": "dpo", "filters": {"x": 1}})
+    ]
+    evaluations = [
+        client.post(
+            f"/api/model-versions/{version.pk}/evaluations/",
+            {"project": world.project.pk, **body},
+            format="json",
+        )
+        for body in ({}, {"tolerance": "x"})
+    ]
+    assert [r.status_code for r in exports + evaluations] == [404] * 5
+    assert not DatasetExport.objects.exists()
+    assert not EvaluationRun.objects.exists()
+
+
+@pytest.mark.django_db
+def test_exports_by_a_member_who_may_not_make_them_are_denied_whatever_the_body(world, client_for):
+    client = client_for(world.users["manager"])
+    statuses = [
+        client.post("/api/exports/", {"project": world.project.pk, **body}, format="json")
+        for body in ({"kind": "sft"}, {"kind": "nonsense"})
+    ]
+    assert [r.status_code for r in statuses] == [403, 403]
+    assert not DatasetExport.objects.exists()
+
+
+@pytest.mark.django_db
+def test_renaming_a_project_one_does_not_manage_is_denied_before_names_are_compared(
+    world, client_for, other_project
+):
+    client = client_for(world.users["annotator"])
+    for name in (other_project.name, "A fresh name"):
+        response = client.patch(f"/api/projects/{world.project.pk}/", {"name": name}, format="json")
+        assert response.status_code == 403
+    world.project.refresh_from_db()
+    assert world.project.name == "Office tasks"
+
+
+@pytest.mark.django_db
+def test_creating_a_project_without_the_right_is_denied_before_names_are_compared(
+    world, client_for, other_project
+):
+    client = client_for(world.users["annotator"])
+    for name in (other_project.name, "A fresh name"):
+        assert client.post("/api/projects/", {"name": name}, format="json").status_code == 403
+    assert not Project.objects.filter(name="A fresh name").exists()

@@ -1,11 +1,20 @@
-"""The desktop API: the pool as staff watch it, and stream tokens for the browser.
+"""The desktop API: the pool's desktops, each to those who may watch it, and view-only streams.
 
-Who sees which desktop: staff (``is_staff``) and admins see every desktop; anyone else sees
-only the desktop they hold a lease on, and "not found" for the others. Every stream is
-view-only (design §6, §8): a desktop changes only through recorded decisions.
+Who sees which desktop is a rule about projects, of which the pool knows nothing: it is the
+function named by ``settings.TANDEM_DESKTOP_VISIBILITY`` (``annotation.access.visible_desktops``:
+the desktop a user holds, the desktops of the episodes they may view, every desktop to admins),
+loaded once. A desktop outside the rule is "not found", for its
+stream too. Every stream is view-only (design §6, §8): a desktop changes only through recorded
+decisions.
 """
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
 from django.db.models import QuerySet
+from django.utils.module_loading import import_string
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -13,8 +22,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from vm_pool import streaming
-from vm_pool.models import Desktop, DesktopStatus
+from vm_pool.models import Desktop
 from vm_pool.serializers import DesktopSerializer, StreamRequestSerializer, StreamSerializer
+
+DesktopRule = Callable[[Any], QuerySet[Desktop]]
+
+
+@functools.cache
+def visibility_rule() -> DesktopRule:
+    rule: DesktopRule = import_string(settings.TANDEM_DESKTOP_VISIBILITY)
+    return rule
 
 
 class DesktopViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -24,11 +41,10 @@ class DesktopViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     ordering_fields = ["id", "state_changed_at"]
 
     def get_queryset(self) -> QuerySet[Desktop]:
-        user = self.request.user
-        desktops = Desktop.objects.select_related("template", "leased_by")
-        if user.is_staff or user.is_superuser:
-            return desktops
-        return desktops.filter(status=DesktopStatus.LEASED, leased_by_id=user.pk)
+        if getattr(self, "swagger_fake_view", False):  # the schema generator has no user
+            return Desktop.objects.none()
+        desktops = visibility_rule()(self.request.user)
+        return desktops.select_related("template", "leased_by")
 
     @extend_schema(request=StreamRequestSerializer, responses={201: StreamSerializer})
     @action(detail=True, methods=["post"])

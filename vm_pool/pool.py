@@ -51,7 +51,10 @@ STALE_TRANSITION = timedelta(seconds=90)
 
 
 class NoDesktopAvailable(DomainError):
-    status_code = 503
+    """Every desktop of the template is busy: a state of the pool the caller may retry against,
+    not a fault of the server (409, not 5xx)."""
+
+    status_code = 409
     code = "no_desktop_available"
 
 

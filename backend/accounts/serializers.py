@@ -1,5 +1,6 @@
 """API representations of users and access tokens."""
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from backend.accounts.models import AccessToken, User
@@ -39,6 +40,12 @@ class NewAccessTokenSerializer(AccessTokenSerializer):
         fields = [*AccessTokenSerializer.Meta.fields, "token"]
 
 
+class MembershipSummarySerializer(serializers.Serializer):
+    project = serializers.IntegerField()
+    project_name = serializers.CharField()
+    role = serializers.CharField()
+
+
 class MeSerializer(serializers.ModelSerializer):
     memberships = serializers.SerializerMethodField()
 
@@ -55,6 +62,7 @@ class MeSerializer(serializers.ModelSerializer):
             "memberships",
         ]
 
+    @extend_schema_field(MembershipSummarySerializer(many=True))
     def get_memberships(self, user: User) -> list[dict[str, object]]:
         return [
             {"project": m.project_id, "project_name": m.project.name, "role": m.role}

@@ -167,6 +167,7 @@ def check_task_import_and_assignment(browser, base_url: str, project: Project) -
     page.get_by_role("button", name="Import", exact=True).click()
     problems = page.get_by_test_id("import-errors")
     expect(problems).to_contain_text("Nothing was imported")
+    expect(problems.locator("caption")).to_have_text("2 bad rows, 2 problems")
     rows = problems.locator("tbody tr")
     expect(rows.first).to_be_visible()
     assert {r.split("\t")[0] for r in rows.all_inner_texts()} >= {"2", "3"}

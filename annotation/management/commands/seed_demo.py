@@ -78,10 +78,9 @@ class Command(BaseCommand):
                 username=username, defaults={"first_name": first, "last_name": last}
             )
             user.set_password(DEMO_PASSWORD)
+            # What a demo user may do comes from their role alone: staff is the admin's only.
             user.is_superuser = user.is_staff = role is None
-            if role == Role.MANAGER:
-                user.is_staff = True
-                user.can_create_projects = True
+            user.can_create_projects = role == Role.MANAGER
             user.save()
             users[username] = (user, role)
 

@@ -30,8 +30,10 @@ function ImportForm({ projectId, onImported }: { projectId: string; onImported: 
       onImported();
     });
   };
-  const rowErrors =
-    error instanceof ApiError ? ((error.details as { errors?: RowError[] } | null)?.errors ?? null) : null;
+  const details = error instanceof ApiError ? (error.details as { errors?: RowError[]; bad_row_count?: number } | null) : null;
+  const rowErrors = details?.errors ?? null;
+  // A row can have several problems: the count is of rows, the table lists each problem.
+  const badRows = details?.bad_row_count ?? new Set(rowErrors?.map((e) => e.row)).size;
   return (
     <form className="card" onSubmit={submit} aria-labelledby="import-heading">
       <h2 id="import-heading">Import tasks</h2>
@@ -60,7 +62,7 @@ function ImportForm({ projectId, onImported }: { projectId: string; onImported: 
           <strong>{(error as ApiError).message}</strong>
           <table className="table row-errors">
             <caption>
-              {rowErrors.length} bad row{rowErrors.length === 1 ? "" : "s"}
+              {badRows} bad row{badRows === 1 ? "" : "s"}, {rowErrors.length} problem{rowErrors.length === 1 ? "" : "s"}
             </caption>
             <thead>
               <tr>
