@@ -21,6 +21,8 @@ Rules:
   its host) and submits the task, or gives it back to the pool when nothing was finished.
 - An episode owns its desktop at the generation it leased, and an absent annotator's episode
   is paused, not lost: ``annotation.episode_leases`` holds those rules and the ending.
+- An open step's observation is the screen the annotator decides on: ``annotation.observations``
+  stores it and replaces it while the screen changes before the decision.
 - One job at a time executes a step: the job takes the step (``executing_since``) before its
   action runs, and a second job for it (a retry, a reconnect's resume) leaves it alone. Only a
   job that held it past ``EXECUTION_EXPIRES`` (longer than any bounded action and its settle)
@@ -33,11 +35,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from annotation import decision_rules, model_versions, queue
+from annotation import decision_rules, model_versions, observations, queue
 from annotation.episode_leases import (
     DESKTOP_LOST,
     desktop_lease_seconds,
@@ -65,9 +67,7 @@ from backend.errors import DomainError
 from vm_pool import pool, screen_watch
 from vm_pool.actions import ACTION_TIMEOUT_S, Action, ActionType, InvalidAction, ScreenSize
 from vm_pool.models import Desktop, host_queue
-from vm_pool.providers.base import Observation
 from vm_pool.screenshots import store_screenshot
-from vm_pool.x11_capture import frame_of_png
 
 logger = logging.getLogger(__name__)
 
@@ -146,92 +146,7 @@ def prepare_episode(episode_id: int) -> None:
     if not owns_desktop(episode):  # reset while the setup ran: that screen is not ours
         end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, DESKTOP_LOST)
         return
-    _store_observation(episode.pk, 1, observation, control)
-
-
-def _store_observation(
-    episode_id: int, index: int, observation: Observation, control: Any = None
-) -> Step | None:
-    screenshot = store_screenshot(observation.png)
-    with transaction.atomic():
-        episode = Episode.objects.select_for_update().get(pk=episode_id)
-        if episode.ended_at is not None or episode.steps.filter(index=index).exists():
-            return None
-        step = Step.objects.create(
-            episode=episode,
-            index=index,
-            observation=screenshot,
-            settle_ms=round(observation.waited_ms),
-        )
-        if control is not None and hasattr(control, "grab_frame"):
-            transaction.on_commit(lambda: _watch(step.pk, control, observation))
-        _observed(step)
-    return step
-
-
-def _watch(step_id: int, control: Any, observation: Observation) -> None:
-    """Watch the desktop until the step is decided (``vm_pool.screen_watch``)."""
-
-    def on_change(png: bytes, waited_ms: float) -> bool:
-        try:
-            return reobserve(step_id, png, waited_ms)
-        finally:
-            connection.close()  # the watcher thread holds no connection between changes
-
-    def still_open() -> bool:
-        try:
-            return Step.objects.filter(
-                pk=step_id, decided_at__isnull=True, episode__ended_at__isnull=True
-            ).exists()
-        finally:
-            connection.close()  # the watcher thread holds no connection between checks
-
-    # The frame the observation was encoded from; a decoded PNG where there is none.
-    baseline = observation.frame or frame_of_png(observation.png)
-    screen_watch.watcher.watch(
-        screen_watch.Watch(step_id, control.grab_frame, baseline, on_change, still_open)
-    )
-
-
-def reobserve(step_id: int, png: bytes, waited_ms: float) -> bool:
-    """The screen of an undecided step changed: its newer observation replaces the stored one,
-    the browser is told and the model is asked again. Answers whether to go on watching."""
-    screenshot = store_screenshot(png)
-    with transaction.atomic():
-        episode_id = Step.objects.values_list("episode_id", flat=True).get(pk=step_id)
-        episode = Episode.objects.select_for_update().get(pk=episode_id)
-        step = Step.objects.get(pk=step_id)
-        latest = episode.steps.order_by("-index").values_list("index", flat=True).first()
-        if episode.ended_at is not None or step.decided_at is not None or latest != step.index:
-            return False  # decided meanwhile: the change is its action's, not this step's
-        if not owns_desktop(episode):
-            return False  # the desktop is someone else's now: their screen is not this step's
-        if step.observation_id == screenshot.pk:
-            return True
-        step.observation = screenshot
-        step.reobserved += 1
-        step.settle_ms = round(waited_ms)
-        step.save(update_fields=["observation", "reobserved", "settle_ms"])
-        step.proposals.update(superseded=True)
-        _observed(step)
-    return True
-
-
-def _observed(step: Step) -> None:
-    """Within the transaction that stored the step's observation: ask the model, tell the
-    browser."""
-    send_after_commit("annotation.jobs.propose_step", [step.pk], "model")
-    screenshot = step.observation
-    tell(
-        step.episode_id,
-        "observation",
-        {
-            "step": step.index,
-            "screenshot": screenshot.pk,
-            "screen": [screenshot.width, screenshot.height],
-            "reobserved": step.reobserved,
-        },
-    )
+    observations.store(episode.pk, 1, observation, control)
 
 
 # --- proposals -----------------------------------------------------------------------------
@@ -472,7 +387,7 @@ def execute_step(step_id: int) -> None:
         store_screenshot(observation.png)
         end_episode(episode.pk, EpisodeOutcome.MAX_STEPS, f"reached {episode.task.max_steps} steps")
         return
-    _store_observation(episode.pk, step.index + 1, observation, control)
+    observations.store(episode.pk, step.index + 1, observation, control)
 
 
 def _take_execution(step: Step) -> bool:

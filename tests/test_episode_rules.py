@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from annotation import episodes, jobs
+from annotation import episodes, jobs, observations
 from annotation.models import (
     Decision,
     Episode,
@@ -107,7 +107,7 @@ def test_duplicate_is_acknowledged_and_a_different_second_decision_is_stale(loop
 def test_a_newer_screen_supersedes_the_proposals_made_for_the_older_one(loop):
     episode, step, ann = loop
     older = step.observation_id
-    assert episodes.reobserve(step.pk, solid_png(1280, 800, (0, 90, 0)), 420.0)
+    assert observations.reobserve(step.pk, solid_png(1280, 800, (0, 90, 0)), 420.0)
     step.refresh_from_db()
     assert (step.reobserved, step.settle_ms) == (1, 420) and step.observation_id != older
     assert list(step.proposals.values_list("superseded", flat=True)) == [True, True, True]
@@ -116,7 +116,7 @@ def test_a_newer_screen_supersedes_the_proposals_made_for_the_older_one(loop):
     assert undecided(step)
     # Once decided, a change on the screen is the action's: the step keeps its observation.
     episodes.decide(episode.pk, ann, 1, Decision.CORRECTED, thought="Open it.", action=CLICK)
-    assert not episodes.reobserve(step.pk, solid_png(1280, 800, (90, 0, 0)), 10.0)
+    assert not observations.reobserve(step.pk, solid_png(1280, 800, (90, 0, 0)), 10.0)
     assert Step.objects.get(pk=step.pk).observation_id == step.observation_id
 
 

@@ -14,7 +14,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.http import HttpResponse
 from rest_framework.test import APIClient
 
-from annotation import importer
+from annotation import task_rows
 from annotation.importer import CONTENT_FIELDS, MAX_DEPTH
 from annotation.models import Task, TaskEvent, TaskStatus
 from backend.accounts.models import User
@@ -784,7 +784,7 @@ def test_every_setup_step_type_the_desktops_run_is_imported(post_body, project):
 
 @pytest.mark.parametrize("shape", ["json array", "jsonl", "tasks object"])
 def test_file_with_more_rows_than_allowed_is_refused(shape, monkeypatch, upload):
-    monkeypatch.setattr(importer, "MAX_ROWS", 3)
+    monkeypatch.setattr(task_rows, "MAX_ROWS", 3)
     before = written()
     content = {
         "json array": json.dumps(rows(4)).encode(),
