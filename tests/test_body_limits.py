@@ -24,6 +24,7 @@ from tests.services import free_port
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
+ROOT = Path(__file__).resolve().parents[1]
 HUGE = 300 * 1024 * 1024
 CHUNK = 256 * 1024
 IMPORT = "/api/projects/1/import/"
@@ -54,11 +55,13 @@ def request_head(path: str, *headers: str) -> bytes:
 
 
 def temp_file_sizes(pid: int) -> list[int]:
-    """Sizes of the files under the temporary folder that process ``pid`` has open."""
+    """Sizes of the files under the temporary folder that process ``pid`` has open (not its
+    logs, which are in the repository, itself under /tmp in a fresh clone)."""
     sizes = []
     for fd in Path(f"/proc/{pid}/fd").iterdir():
         try:
-            if os.readlink(fd).startswith(tempfile.gettempdir()):
+            target = os.readlink(fd)
+            if target.startswith(tempfile.gettempdir()) and not target.startswith(str(ROOT)):
                 sizes.append(os.stat(fd).st_size)
         except OSError:  # closed meanwhile
             continue
