@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export TANDEM_VENV := $(abspath $(VENV))
 
-.PHONY: demo test bench lint install services migrate stop
+.PHONY: demo test bench lint install services migrate stop engine desktop-image
 
 install:
 	@deploy/dev.sh install
@@ -22,14 +22,21 @@ demo: migrate
 	@echo "Tandem is running at http://127.0.0.1:$${TANDEM_PORT:-8000}/  (API docs: /api/docs/, admin: /admin/)"
 	@echo "Stop it with: make stop"
 
+## the container engine's API (podman) and the container desktops' image (built once)
+engine:
+	@deploy/dev.sh engine
+
+desktop-image: install
+	@deploy/dev.sh desktop-image
+
 ## test: install what is missing, start services if needed, run every test
-test: install services
+test: install services desktop-image
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/mypy
 	@$(VENV)/bin/pytest
 
 ## bench: run the benchmarks, print a table, write bench-results.json
-bench: install services
+bench: install services desktop-image
 	@$(PY) -m tests.bench
 
 lint: install

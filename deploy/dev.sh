@@ -8,6 +8,12 @@
 #   deploy/dev.sh start      web (uvicorn), Celery worker and beat, websockify in the background,
 #                            logs in var/log
 #   deploy/dev.sh stop       stops what 'start' started
+#   deploy/dev.sh engine     the container engine (podman with runc) and its Docker-compatible
+#                            API service on /run/podman/podman.sock
+#   deploy/dev.sh desktop-image
+#                            the container desktops' image, tandem-desktop:latest, built when
+#                            deploy/desktop.Dockerfile changed (its base from Debian's packages
+#                            when no registry is reachable)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -26,6 +32,9 @@ APT_PACKAGES=(
   xclip xdotool
   # the baseline proposer reads the screen with OCR
   tesseract-ocr
+  # container desktops: the engine (rootful podman; runc, as crun refuses hybrid cgroups) and
+  # the tool that makes a base image from Debian's packages
+  podman runc catatonit mmdebstrap
 )
 PIP_EXTRAS=${TANDEM_PIP_EXTRAS:-test}
 
@@ -202,10 +211,74 @@ stop_app() {
   fi
 }
 
+ENGINE_SOCKET=/run/podman/podman.sock
+DESKTOP_IMAGE=${TANDEM_DESKTOP_IMAGE:-tandem-desktop:latest}
+BASE_IMAGE=tandem-debian:bookworm
+
+# Rootful podman with runc and cgroupfs (no systemd here), and ulimits no higher than this
+# machine's hard limits (an unprivileged engine cannot raise them).
+configure_engine() {
+  local conf=/etc/containers/containers.conf.d/tandem.conf nofile nproc
+  # Three quarters of the hard limits (a limit equal to this shell's was refused here), at most
+  # 16384 open files and 32768 processes.
+  nofile=$(ulimit -Hn); [ "$nofile" = unlimited ] && nofile=65536
+  nofile=$((nofile * 3 / 4)); [ "$nofile" -gt 16384 ] && nofile=16384
+  nproc=$(ulimit -Hu); [ "$nproc" = unlimited ] && nproc=87381
+  nproc=$((nproc * 3 / 4)); [ "$nproc" -gt 32768 ] && nproc=32768
+  as_root mkdir -p "$(dirname "$conf")"
+  as_root tee "$conf" >/dev/null <<CONF
+[containers]
+default_ulimits = ["nofile=$nofile:$nofile", "nproc=$nproc:$nproc"]
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+CONF
+}
+
+start_engine() {
+  configure_engine
+  if curl -fsS --unix-socket "$ENGINE_SOCKET" http://d/_ping >/dev/null 2>&1; then return; fi
+  log "starting podman's Docker-compatible API on $ENGINE_SOCKET"
+  as_root mkdir -p "$(dirname "$ENGINE_SOCKET")"
+  as_root bash -c "nohup podman system service --time=0 unix://$ENGINE_SOCKET >/var/log/tandem-podman.log 2>&1 &"
+  for _ in $(seq 1 60); do
+    curl -fsS --unix-socket "$ENGINE_SOCKET" http://d/_ping >/dev/null 2>&1 && return
+    sleep 0.5
+  done
+  log "podman's API service did not answer; see /var/log/tandem-podman.log"; exit 1
+}
+
+# The desktop image is rebuilt only when its recipe (the Dockerfile and deploy/desktop/) changed:
+# a label holds the recipe's hash.
+build_desktop_image() {
+  configure_engine
+  local recipe=deploy/desktop.Dockerfile want have
+  want=$(cat "$recipe" deploy/desktop/* | sha256sum | cut -c1-16)
+  have=$(as_root podman image inspect --format '{{ index .Labels "tandem.recipe" }}' "$DESKTOP_IMAGE" 2>/dev/null || true)
+  [ "$have" = "$want" ] && return
+  if ! as_root podman image exists "$BASE_IMAGE"; then
+    log "making the base image $BASE_IMAGE from Debian's packages (mmdebstrap)"
+    local tar
+    tar=$(mktemp --suffix=.tar)
+    as_root mmdebstrap --quiet --variant=minbase --include=ca-certificates bookworm "$tar"
+    as_root podman import --quiet "$tar" "$BASE_IMAGE" >/dev/null
+    rm -f "$tar"
+  fi
+  log "building the desktop image $DESKTOP_IMAGE (a few minutes, once)"
+  # This machine's certificate bundle, for a network whose HTTPS proxy Debian's does not know.
+  local host_ca=() bundle=/etc/ssl/certs/ca-certificates.crt
+  [ -f "$bundle" ] && host_ca=(--volume "$bundle:/run/host-ca.pem:ro" --build-arg PIP_CERT=/run/host-ca.pem)
+  as_root podman build --quiet "${host_ca[@]}" --build-arg "BASE=$BASE_IMAGE" --label "tandem.recipe=$want" \
+    -f "$recipe" -t "$DESKTOP_IMAGE" . >/dev/null
+}
+
 case "${1:-}" in
   install) install_system; install_python; install_frontend; install_test_tools ;;
   services) start_postgres; start_redis; ensure_database ;;
   start) start_app ;;
   stop) stop_app ;;
-  *) echo "usage: $0 install|services|start|stop" >&2; exit 2 ;;
+  engine) start_engine ;;
+  desktop-image) start_engine; build_desktop_image ;;
+  *) echo "usage: $0 install|services|start|stop|engine|desktop-image" >&2; exit 2 ;;
 esac

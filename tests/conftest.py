@@ -167,3 +167,25 @@ def open_episode(make_user, project, settings, tmp_path):
     )
     Proposal.objects.create(step=step, rank=0, raw_text="…", thought="Open it.", action=MODEL_CLICK)
     return episode, step, ann
+
+
+@pytest.fixture(scope="session")
+def engine_url() -> Iterator[str]:
+    """The container engine's API (podman's, started when needed) with the desktop image."""
+    from tests.engine import container_engine
+
+    with container_engine() as url:
+        yield url
+
+
+@pytest.fixture
+def container_desktops(engine_url, settings) -> Iterator[None]:
+    """Container desktops on the real engine; every one the test started is stopped after."""
+    from vm_pool import pool
+    from vm_pool.models import Desktop, DesktopStatus
+
+    settings.TANDEM_DOCKER_URL = engine_url
+    yield
+    for desktop in Desktop.objects.filter(provider="docker").exclude(status=DesktopStatus.STOPPED):
+        pool.forget_control(desktop.pk)
+        pool.stop_desktop(desktop.pk)

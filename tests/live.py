@@ -24,7 +24,9 @@ def service_env(host: str, broker: str = BROKER, channels: str = CHANNELS) -> di
     """A suite that may run beside another one passes Redis databases of its own: the
     ``model`` queue and the episodes' channel groups are not named after the host."""
     low, high = settings.TANDEM_DISPLAY_RANGE
+    engine = {"TANDEM_DOCKER_URL": settings.TANDEM_DOCKER_URL} if settings.TANDEM_DOCKER_URL else {}
     return child_env(
+        **engine,
         TANDEM_HOST=host,
         TANDEM_DESKTOP_ROOT=str(settings.TANDEM_DESKTOP_ROOT),
         TANDEM_DISPLAY_MIN=str(low),

@@ -82,8 +82,9 @@ def test_a_declared_300_mb_body_is_refused_before_it_is_read(web):
         status, body = read_response(connection)  # nothing of the body was sent
     assert status == 413
     assert body["error"]["code"] == "too_large"
-    assert f"{settings.TANDEM_IMPORT_MAX_BYTES + body_limits.MULTIPART_OVERHEAD_BYTES:,}" in (
-        body["error"]["message"]
+    assert (
+        f"{settings.TANDEM_IMPORT_MAX_BYTES + body_limits.MULTIPART_OVERHEAD_BYTES:,}"
+        in (body["error"]["message"])
     )
     assert temp_file_sizes(pid) == []
 

@@ -152,10 +152,10 @@ def test_user_data_writes_the_agent_config_and_starts_the_agent(ec2, spec):
     assert loaded.agent_key == spec.agent_key
     assert loaded.autostart == [["mousepad"]]
     assert f"cat > {desktop_image.CONFIG_PATH} <<'TANDEM_AGENT_CONFIG'" in script
-    assert "chown tandem:tandem /etc/tandem/agent.json" in script
-    assert "-d 169.254.169.254 -m owner --uid-owner tandem -j REJECT" in script
+    assert "chown user:user /etc/tandem/agent.json" in script
+    assert "-d 169.254.169.254 -m owner --uid-owner user -j REJECT" in script
     (agent_line,) = [line for line in script.splitlines() if line.startswith("systemd-run")]
-    assert "--uid=tandem" in agent_line
+    assert "--uid=user" in agent_line
     assert agent_line.endswith(" ".join(desktop_image.AGENT_COMMAND))
 
 

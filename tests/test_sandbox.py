@@ -1,6 +1,7 @@
 """A desktop is a security boundary: probes run as desktop programs and try to leave it.
 
-Two real sandboxed desktops from the pool; the probe (tests/sandbox_probe.py) is put into
+Two real desktops from the pool, sandboxed local ones and then containers (the same probes and
+the same answers); the probe (tests/sandbox_probe.py) is put into
 desktop A and run there through its agent, as a task's program would run. Every attempt to
 reach the platform's services, the host, the repository or desktop B must fail; the same probe
 shows it can reach what is its own (HOME, /tmp, its display), so a broken probe cannot pass.
@@ -36,13 +37,19 @@ def limits(settings) -> None:
     """Small limits, so that the fork bomb and the memory hog meet them quickly."""
     settings.TANDEM_SANDBOX_MAX_PROCESSES = 200
     settings.TANDEM_SANDBOX_MEMORY_MB = 768
+    settings.TANDEM_DOCKER_MEMORY = "768m"
 
 
-@pytest.fixture
-def desktops(limits, monkeypatch) -> Iterator[tuple[Desktop, Desktop]]:
+@pytest.fixture(params=["local", "docker"])
+def desktops(request, limits, monkeypatch) -> Iterator[tuple[Desktop, Desktop]]:
+    """Two desktops of one provider: sandboxed local ones, then containers."""
+    if request.param == "docker":
+        request.getfixturevalue("container_desktops")
     # A secret in the environment of the process that starts desktops: none may see it.
     monkeypatch.setenv(SECRET, "the-platform-secret")
-    template = DesktopTemplate.objects.create(name="probed", width=800, height=600, min_ready=0)
+    template = DesktopTemplate.objects.create(
+        name="probed", provider=request.param, width=800, height=600, min_ready=0
+    )
     started = []
     for _ in range(2):
         desktop = pool.start_desktop(pool.create_desktop(template, settings.TANDEM_HOST).pk)
@@ -87,7 +94,7 @@ def websockify(django_db_setup) -> Iterator[int]:
 
 def control_of(desktop: Desktop) -> DesktopControl:
     desktop.refresh_from_db()
-    return get_provider("local").control(pool.spec_for(desktop), pool.endpoint_of(desktop))
+    return get_provider(desktop.provider).control(pool.spec_for(desktop), pool.endpoint_of(desktop))
 
 
 def host_addresses() -> list[str]:
@@ -176,7 +183,9 @@ def test_desktop_programs_run_as_the_desktops_own_user_with_an_environment_from_
     a, b = desktops
     identity = control_of(a).run(["sh", "-c", "id -un; id -u; echo $HOME; env"], timeout=10)
     name, uid, home, *environment = identity.output.splitlines()
-    assert (name, uid, home) == ("user", "1000", "/home/user")
+    # Inside a local sandbox the desktop's uid is mapped to 1000; a container shows the host's.
+    inside = 1000 if a.provider == "local" else settings.TANDEM_SANDBOX_UID_BASE + a.display
+    assert (name, uid, home) == ("user", str(inside), "/home/user")
     assert not [line for line in environment if line.startswith(("TANDEM", "AWS", "DJANGO"))]
     # On the host each desktop is a user of its own, and none is root.
     uids = {
@@ -233,14 +242,15 @@ def test_a_fork_bomb_and_a_memory_hog_stay_inside_their_desktop(settings, deskto
     bomb = control_a.run(["python3", "-c", FORK_BOMB], timeout=120)
     assert "stopped after" in bomb.output, bomb.output
     assert int(bomb.output.split()[2]) < limit
-    assert get_provider("local").health(pool.spec_for(b)).ok
-    assert get_provider("local").health(pool.spec_for(a)).ok  # the bomb's desktop too
+    provider = get_provider(a.provider)
+    assert provider.health(pool.spec_for(b)).ok
+    assert provider.health(pool.spec_for(a)).ok  # the bomb's desktop too
 
     hog = control_a.run(["python3", "-c", MEMORY_HOG], timeout=120)
     # 4 GiB asked for, more than the desktop's memory limit: the kernel kills the hog.
     assert settings.TANDEM_SANDBOX_MEMORY_MB < 4096
     assert hog.returncode == -9 and "allocated" not in hog.output, hog
-    assert get_provider("local").health(pool.spec_for(b)).ok
+    assert provider.health(pool.spec_for(b)).ok
     assert control_b.observe(settle=False).png.startswith(b"\x89PNG")
     assert subprocess.run(["true"], check=False).returncode == 0  # the host still forks
 

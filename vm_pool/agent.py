@@ -215,8 +215,11 @@ class Desktop:
             self._control = X11Controller(f":{self.config.display}")
         return self._control
 
-    def launch(self, argv: list[str], window_timeout: float = 0.0) -> dict[str, Any]:
-        """Start a program; with a timeout, wait until a new window is mapped.
+    def launch(
+        self, argv: list[str], window_timeout: float = 0.0, window_title: str = ""
+    ) -> dict[str, Any]:
+        """Start a program; with a timeout, wait until a new window is mapped (one whose title
+        holds ``window_title``, when given: a document's, not its program's splash screen).
 
         A program draws nothing while it starts (often a second or more), and a settled screen
         taken in that time would show the desktop without it: the task's first observation must
@@ -227,10 +230,31 @@ class Desktop:
         process = self.spawn(name, argv)
         deadline = time.monotonic() + window_timeout
         while time.monotonic() < deadline:
-            if self.client_windows() - before:
+            new = self.client_windows() - before
+            if new and (not window_title or any(window_title in t for t in self.titles(new))):
                 return {"pid": process.pid, "window": True}
             time.sleep(WINDOW_POLL_S)
         return {"pid": process.pid, "window": False}
+
+    def titles(self, windows: set[int]) -> list[str]:
+        """The titles of these windows (EWMH ``_NET_WM_NAME``, else ``WM_NAME``)."""
+        from Xlib import X, error
+
+        found = []
+        with self._windows_lock:
+            x = self._windows_display
+            utf8 = x.intern_atom("_NET_WM_NAME")
+            for window_id in windows:
+                window = x.create_resource_object("window", window_id)
+                try:
+                    name = window.get_full_property(utf8, X.AnyPropertyType)
+                    value = name.value if name is not None else window.get_wm_name()
+                except error.XError:  # closed meanwhile
+                    continue
+                if isinstance(value, bytes):
+                    value = value.decode(errors="replace")
+                found.append(value or "")
+        return found
 
     def client_windows(self) -> set[int]:
         """The top-level windows the window manager manages (EWMH ``_NET_CLIENT_LIST``)."""
@@ -359,7 +383,8 @@ def make_handler(desktop: Desktop) -> type[BaseHTTPRequestHandler]:
                 body = self._body()
                 if self.path == "/launch":
                     timeout = float(body.get("window_timeout", 0))
-                    self._json(HTTPStatus.OK, desktop.launch(list(body["argv"]), timeout))
+                    title = str(body.get("window_title", ""))
+                    self._json(HTTPStatus.OK, desktop.launch(list(body["argv"]), timeout, title))
                 elif self.path == "/run":
                     result = desktop.run(list(body["argv"]), float(body.get("timeout", 30)))
                     self._json(HTTPStatus.OK, result)
@@ -397,8 +422,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--config", required=True, help="the AgentConfig fields as JSON: a file, or - for stdin"
     )
+    parser.add_argument(
+        "--remove-config",
+        action="store_true",
+        help="delete the config file once read (it holds the agent key)",
+    )
     args = parser.parse_args(argv)
     config = AgentConfig.load(args.config)
+    if args.remove_config and args.config != "-":
+        Path(args.config).unlink()
     desktop = Desktop(config)
     server = serve(config.listen, make_handler(desktop))
 

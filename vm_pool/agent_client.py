@@ -113,8 +113,10 @@ class AgentClient:
             waited_ms=float(headers.get("X-Waited-Ms") or 0),
         )
 
-    def launch(self, argv: list[str], window_timeout: float = 0.0) -> Launched:
-        body = {"argv": argv, "window_timeout": window_timeout}
+    def launch(
+        self, argv: list[str], window_timeout: float = 0.0, window_title: str = ""
+    ) -> Launched:
+        body = {"argv": argv, "window_timeout": window_timeout, "window_title": window_title}
         reply = self._json("POST", "/launch", window_timeout + MARGIN_S, body)
         return Launched(int(reply["pid"]), bool(reply.get("window", False)))
 

@@ -43,6 +43,11 @@ BROWSER = ["chromium", "--no-first-run", "--no-default-browser-check", "--no-san
 COMMAND_TIMEOUT = 120.0
 WINDOW_TIMEOUT = 10.0
 MAX_SLEEP = 60.0
+# A program's window is mapped before its content is drawn (LibreOffice pauses for a second or
+# more in between): after a launch that waited for its window, the setup waits until two
+# settled screens DRAW_QUIET_S apart are the same, for DRAW_TIMEOUT_S at most.
+DRAW_QUIET_S = 1.0
+DRAW_TIMEOUT_S = 15.0
 HOME = "/home/user"  # the desktop user's HOME inside every desktop (OSWorld's convention)
 WRITABLE = ("/home/user", "/tmp")
 
@@ -114,8 +119,29 @@ def _window_timeout(step: SetupStep) -> float:
     return float(value)
 
 
+def _until_drawn(control: DesktopControl) -> None:
+    from vm_pool.screen_watch import meaningful_change
+    from vm_pool.x11_capture import frame_of_png
+
+    deadline = time.monotonic() + DRAW_TIMEOUT_S
+    last = frame_of_png(control.observe(settle=True).png)
+    while time.monotonic() < deadline:
+        time.sleep(DRAW_QUIET_S)
+        now = frame_of_png(control.observe(settle=True).png)
+        if not meaningful_change(last, now):  # a blinking caret is no drawing
+            return
+        last = now
+
+
+def _launch_and_draw(
+    control: DesktopControl, step: SetupStep, argv: list[str], window_title: str = ""
+) -> None:
+    if control.launch(argv, _window_timeout(step), window_title).window:
+        _until_drawn(control)
+
+
 def _launch(control: DesktopControl, step: SetupStep) -> None:
-    control.launch(_argv(step), _window_timeout(step))
+    _launch_and_draw(control, step, _argv(step))
 
 
 def _execute(control: DesktopControl, step: SetupStep) -> None:
@@ -130,14 +156,17 @@ def _open(control: DesktopControl, step: SetupStep) -> None:
     path = step.parameters.get("path")
     if not isinstance(path, str) or not path:
         raise SetupFailed(f"{step.name()}: 'path' must be a non-empty string")
-    control.launch(["xdg-open", path], _window_timeout(step))
+    if path == "~" or path.startswith("~/"):  # no shell expands it: the desktop's HOME is known
+        path = HOME + path[1:]
+    # The document's own window, not the program's splash screen: its title names the file.
+    _launch_and_draw(control, step, ["xdg-open", path], PurePosixPath(path).name)
 
 
 def _open_tabs(control: DesktopControl, step: SetupStep) -> None:
     urls = step.parameters.get("urls_to_open")
     if not isinstance(urls, list) or not urls or not all(isinstance(u, str) for u in urls):
         raise SetupFailed(f"{step.name()}: 'urls_to_open' must be a non-empty list of URLs")
-    control.launch([*BROWSER, *urls], _window_timeout(step))
+    _launch_and_draw(control, step, [*BROWSER, *urls])
 
 
 def _file(control: DesktopControl, step: SetupStep) -> None:

@@ -18,6 +18,7 @@ BENCH_DB_NAME = "tandem_bench"
 BENCHMARKS: tuple[str, ...] = (
     "tests.bench.claim",
     "tests.bench.desktops",
+    "tests.bench.containers",
     "tests.bench.desktop_io",
     "tests.bench.prompt",
     "tests.bench.step",

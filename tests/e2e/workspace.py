@@ -123,12 +123,18 @@ class Live:
 
 @contextmanager
 def live_workspace(
-    host: str, project: Project, monkeypatch, script: list[Reply], desktops: int = 1
+    host: str,
+    project: Project,
+    monkeypatch,
+    script: list[Reply],
+    desktops: int = 1,
+    provider: str = "local",
 ) -> Iterator[Live]:
-    """Ready desktops, the model scripted with ``script``, websockify, a worker, the web
-    server and a browser page with the annotator signed in on the sign-in page."""
+    """Ready desktops of ``provider``, the model scripted with ``script``, websockify, a worker,
+    the web server and a browser page with the annotator signed in on the sign-in page."""
     DesktopTemplate.objects.create(
         name="e2e",
+        provider=provider,
         width=SCREEN[0],
         height=SCREEN[1],
         min_ready=0,

@@ -1,8 +1,8 @@
 """The desktop image: what a container image or machine image for desktops holds, and how its
 agent is configured.
 
-The ``docker`` and ``aws`` providers run each desktop in a machine of its own, built from
-``deploy/desktop.Dockerfile`` (or an AMI with the same layout): a non-root user whose HOME is
+The ``aws`` provider runs each desktop in a machine of its own, an AMI with the layout of
+``deploy/desktop.Dockerfile``: a non-root user whose HOME is
 the template's fresh HOME, the project's ``vm_pool`` package with a Python environment for the
 agent, and the desktop programs. Inside the machine the agent serves on fixed ports, bound to
 all of the machine's interfaces; who can reach them is decided outside it (a port published on
@@ -13,9 +13,9 @@ from typing import Any
 
 from vm_pool.providers.base import DesktopSpec
 
-USER = "tandem"
+USER = "user"
 UID = 1000  # fixed in the image, so that files copied in can be owned by the desktop's user
-HOME = "/home/tandem"
+HOME = "/home/user"
 APP_DIR = "/opt/tandem"  # holds vm_pool/ and the agent's Python environment in venv/
 PYTHON = f"{APP_DIR}/venv/bin/python"
 CONFIG_DIR = "/etc/tandem"

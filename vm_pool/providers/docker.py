@@ -1,33 +1,32 @@
-"""The ``docker`` provider: each desktop is a container of the desktop image.
+"""The ``docker`` provider: each desktop is a container of the desktop image, on this host's
+container engine (Docker, or podman's Docker-compatible API service).
 
-A container runs the in-desktop agent (``vm_pool.agent``) as its main process, under ``tini``
-(Docker's ``init``) so that the orphans of the desktop's programs are reaped. The agent's
-config, which holds the desktop's secrets, is copied into the created container as a file
-owned by the desktop's user before the container starts: it is never on a command line nor in
-the container's environment, so ``docker inspect`` does not show it. The agent and x11vnc
-listen inside the container; the engine publishes them on ``TANDEM_DOCKER_PUBLISH_HOST``
-(127.0.0.1, or this host's private address) on ports it picks, read back after the start.
+A container desktop keeps the rules of a sandboxed local desktop (``vm_pool.sandbox``), with
+the engine in bubblewrap's place:
 
-A reset removes the container and creates a new one: HOME is fresh from the image (and the
-template's ``home_template`` when it names one), the secrets are new. Every container carries
-labels naming its desktop and host, so that a container whose id was never recorded (a worker
-that died between create and commit) is still found and removed.
+- it runs as the desktop's own host uid (``TANDEM_SANDBOX_UID_BASE`` + its display), seen inside
+  as ``user`` with HOME ``/home/user``; its root file system is the image, read-only; it writes
+  only to HOME and a private ``/tmp``; every capability is dropped, no new privileges;
+- it has **no network** (``network_mode=none``): not the platform's services, not the host, not
+  the other desktops. Its agent and view-only VNC server are unix sockets in the desktop's run
+  directory on this host, bind-mounted in, and its X socket is linked as this host's
+  ``:display``, so the platform reaches the desktop exactly as a local one (``LocalControl``:
+  XTEST and XShm in-process, programs and files through the agent) and nothing else does;
+- its environment holds nothing of the platform's; the agent's config (with the agent key) is
+  a file the agent deletes once read; the agent's code is the platform's own, bind-mounted
+  read-only, so platform and desktop never disagree on the action space;
+- memory, processes (pids) and open files are limited by the engine, and the process limit
+  per uid is exact because the uid is the desktop's alone.
 
-Tested without a Docker engine: the container spec as the Docker SDK turns it into a create
-request (image, command, labels, port bindings, limits, no secret in it), the archives copied
-in, the error when no engine answers, and that deploy/desktop.Dockerfile installs the desktop
-programs and every package the agent imports. Not tested, as no engine runs where the tests
-run: that the image builds, that a container starts and its agent answers through the
-published ports, that the engine keeps the owner written in the copied archive, the programs
-(Chromium without its own sandbox among them) inside a container, and start, reset, health
-and stop against an engine.
+A reset removes the container and creates a new one from the image with a fresh HOME (from
+the template's ``home_template`` when it names one) and a new agent key. Every container
+carries labels naming its desktop and host, so that a container whose id was never recorded
+(a worker that died between create and commit) is still found and removed. A template that
+asks for the internet gets a clear error here: container desktops have no way out yet.
 """
 
-import io
-import json
 import os
 import re
-import tarfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -38,20 +37,23 @@ import docker
 import requests
 from django.conf import settings
 from docker.errors import DockerException, ImageNotFound, NotFound
-from docker.models.containers import Container
+from docker.types import Mount, Ulimit
 
+from vm_pool import sandbox
 from vm_pool.agent_client import AgentClient
-from vm_pool.providers import desktop_image
 from vm_pool.providers.base import DesktopError, DesktopProvider, DesktopSpec, Endpoint, Health
+from vm_pool.providers.local import BUILTIN_HOME_TEMPLATE, LocalControl, desktop_files
 
 LABEL_DESKTOP = "tandem.desktop"
 LABEL_HOST = "tandem.host"
-# Chromium keeps renderer memory in /dev/shm; Docker's default of 64 MB makes tabs crash.
+# Chromium and LibreOffice keep shared memory in /dev/shm; 64 MB makes them crash.
 SHM_SIZE = "512m"
-PIDS_LIMIT = 4096
+PIDS_LIMIT = 1024
+OPEN_FILES = 8192  # at or below the host's hard limit: the engine cannot raise it here
 ENGINE_TIMEOUT = 30  # seconds, for one call to the engine's API
-# Publishing on these would open the desktop's VNC and agent to every network of the host.
-EVERY_INTERFACE = {"", "0.0.0.0", "::", "[::]"}
+INSIDE_AGENT = "/opt/tandem-agent"  # the platform's agent code, read-only
+CONFIG_NAME = "agent.json"
+BUILD_HINT = "build it with: make desktop-image"
 
 
 def engine_url() -> str:
@@ -65,65 +67,78 @@ def container_name(spec: DesktopSpec) -> str:
     return f"tandem-{host}-desktop-{spec.desktop_id}"
 
 
-def container_spec(spec: DesktopSpec) -> dict[str, Any]:
+def passwd_of(uid: int) -> str:
+    """The container's /etc/passwd: its user is the desktop's host uid, named ``user``."""
+    return sandbox.PASSWD.replace(
+        f"{sandbox.INSIDE_USER}:x:{sandbox.INSIDE_UID}:{sandbox.INSIDE_UID}:",
+        f"{sandbox.INSIDE_USER}:x:{uid}:{uid}:",
+    )
+
+
+def group_of(uid: int) -> str:
+    return sandbox.GROUP.replace(
+        f"{sandbox.INSIDE_USER}:x:{sandbox.INSIDE_UID}:", f"{sandbox.INSIDE_USER}:x:{uid}:"
+    )
+
+
+def container_spec(spec: DesktopSpec, files: sandbox.DesktopFiles, uid: int) -> dict[str, Any]:
     """The keyword arguments of ``containers.create`` for a desktop. No secret is among them."""
-    publish = settings.TANDEM_DOCKER_PUBLISH_HOST
-    if publish in EVERY_INTERFACE:
-        raise DesktopError(
-            f"TANDEM_DOCKER_PUBLISH_HOST={publish!r} would publish VNC on every interface; "
-            "use 127.0.0.1 or this host's private address"
-        )
     memory = settings.TANDEM_DOCKER_MEMORY
+    code = sandbox.agent_code(files.root.parent)
+
+    def bind(source: Path, target: str, read_only: bool = False) -> Mount:
+        return Mount(target, str(source), type="bind", read_only=read_only)
+
     return {
         "image": spec.image or settings.TANDEM_DESKTOP_IMAGE,
-        "command": list(desktop_image.AGENT_COMMAND),
+        "command": [
+            "/usr/bin/python3",
+            "-m",
+            "vm_pool.agent",
+            "--config",
+            f"{sandbox.INSIDE_RUN}/{CONFIG_NAME}",
+            "--remove-config",
+        ],  # fmt: skip
         "name": container_name(spec),
         "hostname": f"desktop-{spec.desktop_id}",
-        "user": f"{desktop_image.UID}:{desktop_image.UID}",
-        "working_dir": desktop_image.APP_DIR,
-        "labels": {LABEL_DESKTOP: str(spec.desktop_id), LABEL_HOST: settings.TANDEM_HOST},
-        "ports": {
-            f"{desktop_image.VNC_PORT}/tcp": (publish, None),
-            f"{desktop_image.CONTROL_PORT}/tcp": (publish, None),
+        "user": f"{uid}:{uid}",
+        "working_dir": sandbox.INSIDE_HOME,
+        "environment": {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": sandbox.INSIDE_HOME,
+            "LANG": "C.UTF-8",
+            "PYTHONPATH": INSIDE_AGENT,
+            "PYTHONDONTWRITEBYTECODE": "1",
         },
+        "labels": {LABEL_DESKTOP: str(spec.desktop_id), LABEL_HOST: settings.TANDEM_HOST},
+        "network_mode": "none",
+        "mounts": [
+            bind(files.home, sandbox.INSIDE_HOME),
+            bind(files.run, sandbox.INSIDE_RUN),
+            bind(files.x11, "/tmp/.X11-unix"),
+            bind(code, INSIDE_AGENT, read_only=True),
+            bind(files.root / "passwd", "/etc/passwd", read_only=True),
+            bind(files.root / "group", "/etc/group", read_only=True),
+        ],
+        "read_only": True,
+        "tmpfs": {"/tmp": "size=1g,mode=1777", "/var/tmp": "size=256m,mode=1777"},
         "mem_limit": memory,
         "memswap_limit": memory,  # no swap beyond the memory limit
         "nano_cpus": int(settings.TANDEM_DOCKER_CPUS * 1_000_000_000),
         "pids_limit": PIDS_LIMIT,
+        "ulimits": [
+            Ulimit(name="nofile", soft=OPEN_FILES, hard=OPEN_FILES),
+            Ulimit(
+                name="nproc",
+                soft=settings.TANDEM_SANDBOX_MAX_PROCESSES,
+                hard=settings.TANDEM_SANDBOX_MAX_PROCESSES,
+            ),
+        ],  # fmt: skip
         "shm_size": SHM_SIZE,
         "init": True,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
     }
-
-
-def _owned_by_desktop_user(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    info.uid = info.gid = desktop_image.UID
-    info.uname = info.gname = desktop_image.USER
-    return info
-
-
-def config_archive(spec: DesktopSpec) -> bytes:
-    """A tar holding ``agent.json``, readable by the desktop's user only."""
-    data = json.dumps(desktop_image.agent_config(spec)).encode()
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        info = _owned_by_desktop_user(tarfile.TarInfo(Path(desktop_image.CONFIG_PATH).name))
-        info.size = len(data)
-        info.mode = 0o600
-        info.mtime = int(time.time())
-        archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
-def home_archive(template: Path) -> bytes:
-    """A tar of a HOME template directory, owned by the desktop's user."""
-    if not template.is_dir():
-        raise DesktopError(f"the HOME template {template} is not a directory on this host")
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        archive.add(template, arcname=".", filter=_owned_by_desktop_user)
-    return buffer.getvalue()
 
 
 @contextmanager
@@ -132,38 +147,25 @@ def _engine_errors() -> Iterator[None]:
         yield
     except ImageNotFound as error:
         raise DesktopError(
-            f"the Docker engine at {engine_url()} has no image {error.explanation or error}; "
-            "build it with: docker build -f deploy/desktop.Dockerfile -t tandem-desktop:latest ."
+            f"the container engine at {engine_url()} has no image "
+            f"{error.explanation or error}; {BUILD_HINT}"
         ) from error
     except (DockerException, requests.RequestException) as error:
-        raise DesktopError(f"the Docker engine at {engine_url()} failed: {error}") from error
+        raise DesktopError(f"the container engine at {engine_url()} failed: {error}") from error
 
 
-def _published(container: Container, port: int) -> tuple[str, int]:
-    bindings = (container.ports or {}).get(f"{port}/tcp") or []
-    if not bindings:
-        raise DesktopError(f"container {container.short_id} publishes no port for {port}/tcp")
-    return bindings[0]["HostIp"], int(bindings[0]["HostPort"])
-
-
-def _endpoint(container: Container, spec: DesktopSpec) -> Endpoint:
-    vnc_host, vnc_port = _published(container, desktop_image.VNC_PORT)
-    control_host, control_port = _published(container, desktop_image.CONTROL_PORT)
-    return Endpoint(
-        instance_id=container.id or "",
-        vnc_host=vnc_host,
-        vnc_port=vnc_port,
-        screen=spec.screen,
-        control_address=f"{control_host}:{control_port}",
-    )
+def _write_private(path: Path, text: str, uid: int, mode: int) -> None:
+    path.write_text(text)
+    os.chown(path, uid, uid)
+    path.chmod(mode)
 
 
 class DockerProvider(DesktopProvider):
     name = "docker"
-    # Actions, programs and files go through the agent; HOME is restored by recreation.
     capabilities: ClassVar[frozenset[str]] = frozenset(
-        {"view_only_vnc", "home_restore", "launch", "run", "files"}
+        {"xtest", "view_only_vnc", "home_restore", "launch", "run", "files", "sandbox"}
     )
+    allocates_display = True
 
     def __init__(self) -> None:
         self._docker: docker.DockerClient | None = None
@@ -179,46 +181,75 @@ class DockerProvider(DesktopProvider):
                     client = docker.from_env(timeout=ENGINE_TIMEOUT)
             except DockerException as error:
                 raise DesktopError(
-                    f"no Docker engine answers at {engine_url()}: {error}"
+                    f"no container engine answers at {engine_url()}: {error}"
                 ) from error
             self._docker = client
         return self._docker
 
     def start(self, spec: DesktopSpec) -> Endpoint:
-        create = container_spec(spec)
+        if spec.display is None:
+            raise DesktopError("the docker provider needs a display")
+        if spec.internet:
+            raise DesktopError(
+                "container desktops have no network; this template asks for the internet "
+                "(use the local provider for it)"
+            )
+        sandbox.require_root()
         client = self._client()
         self._remove(client, spec)  # a container of this desktop left by a worker that died
+        files = desktop_files(spec.desktop_id)
+        uid = sandbox.desktop_uid(settings.TANDEM_SANDBOX_UID_BASE, spec.display)
+        sandbox.prepare_files(files, uid, spec.home_template or BUILTIN_HOME_TEMPLATE)
+        _write_private(files.root / "passwd", passwd_of(uid), 0, 0o644)
+        _write_private(files.root / "group", group_of(uid), 0, 0o644)
+        config = sandbox.agent_config(
+            files,
+            spec.screen.width,
+            spec.screen.height,
+            spec.agent_key,
+            [list(argv) for argv in spec.autostart],
+        )
+        _write_private(files.run / CONFIG_NAME, config, uid, 0o600)
         with _engine_errors():
-            container = client.containers.create(**create)
+            container = client.containers.create(**container_spec(spec, files, uid))
         try:
             with _engine_errors():
-                container.put_archive(desktop_image.CONFIG_DIR, config_archive(spec))
-                if spec.home_template is not None:
-                    container.put_archive(desktop_image.HOME, home_archive(spec.home_template))
                 container.start()
-            return self._wait_until_ready(container, spec)
+            endpoint = Endpoint(
+                instance_id=container.id or "",
+                vnc_host="",
+                vnc_port=0,
+                vnc_socket=str(files.vnc_socket),
+                screen=spec.screen,
+                display=f":{spec.display}",
+                control_address=f"unix:{files.agent_socket}",
+            )
+            self._wait_until_ready(container, spec, endpoint)
         except BaseException:
             with suppress(DockerException, requests.RequestException):
                 container.remove(force=True, v=True)
             raise
+        sandbox.seal(files)
+        sandbox.link_display(files, spec.display)
+        return endpoint
 
-    def _wait_until_ready(self, container: Container, spec: DesktopSpec) -> Endpoint:
+    def _wait_until_ready(self, container: Any, spec: DesktopSpec, endpoint: Endpoint) -> None:
         timeout = settings.TANDEM_DOCKER_START_TIMEOUT
+        agent = AgentClient(endpoint.control_address, spec.agent_key, spec.screen)
+        socket = Path(endpoint.control_address.removeprefix("unix:"))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if socket.exists() and agent.health(timeout=0.5).ok:
+                return
             with _engine_errors():
                 container.reload()
-            if container.status != "running":
+            if container.status not in ("created", "running"):
                 with _engine_errors():
                     logs = container.logs(tail=40).decode(errors="replace")
                 raise DesktopError(
                     f"desktop {spec.desktop_id}: container {container.status} at start: {logs}"
                 )
-            endpoint = _endpoint(container, spec)
-            agent = AgentClient(endpoint.control_address, spec.agent_key, spec.screen)
-            if agent.health(timeout=1.0).ok:
-                return endpoint
-            time.sleep(0.2)
+            time.sleep(0.05)
         raise DesktopError(f"desktop {spec.desktop_id} did not become healthy in {timeout}s")
 
     def reset(self, spec: DesktopSpec) -> Endpoint:
@@ -239,14 +270,13 @@ class DockerProvider(DesktopProvider):
             return Health(False, str(error))
         if container.status != "running":
             return Health(False, f"container {container.short_id} is {container.status}")
-        try:
-            endpoint = _endpoint(container, spec)
-        except DesktopError as error:
-            return Health(False, str(error))
-        return AgentClient(endpoint.control_address, spec.agent_key, spec.screen).health()
+        socket = desktop_files(spec.desktop_id).agent_socket
+        return AgentClient(f"unix:{socket}", spec.agent_key, spec.screen).health()
 
     def stop(self, spec: DesktopSpec) -> None:
         self._remove(self._client(), spec)
+        if spec.display is not None:
+            sandbox.unlink_display(spec.display)
 
     def _remove(self, client: docker.DockerClient, spec: DesktopSpec) -> None:
         labels = [f"{LABEL_DESKTOP}={spec.desktop_id}", f"{LABEL_HOST}={settings.TANDEM_HOST}"]
@@ -259,5 +289,5 @@ class DockerProvider(DesktopProvider):
                 with suppress(NotFound):
                     client.api.remove_container(container_id, force=True, v=True)
 
-    def control(self, spec: DesktopSpec, endpoint: Endpoint) -> AgentClient:
-        return AgentClient(endpoint.control_address, spec.agent_key, spec.screen)
+    def control(self, spec: DesktopSpec, endpoint: Endpoint) -> LocalControl:
+        return LocalControl(spec, endpoint)

@@ -152,8 +152,10 @@ class LocalControl:
             self._turn.release()
             self._disconnect_if_closed()
 
-    def launch(self, argv: list[str], window_timeout: float = 0.0) -> Launched:
-        return self.agent.launch(argv, window_timeout)
+    def launch(
+        self, argv: list[str], window_timeout: float = 0.0, window_title: str = ""
+    ) -> Launched:
+        return self.agent.launch(argv, window_timeout, window_title)
 
     def run(self, argv: list[str], timeout: float) -> CommandResult:
         return self.agent.run(argv, timeout)
