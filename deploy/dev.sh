@@ -241,7 +241,8 @@ start_engine() {
   if curl -fsS --unix-socket "$ENGINE_SOCKET" http://d/_ping >/dev/null 2>&1; then return; fi
   log "starting podman's Docker-compatible API on $ENGINE_SOCKET"
   as_root mkdir -p "$(dirname "$ENGINE_SOCKET")"
-  as_root bash -c "nohup podman system service --time=0 unix://$ENGINE_SOCKET >/var/log/tandem-podman.log 2>&1 &"
+  # From /: the engine's helpers leave files (an "oom" mark) in their working directory.
+  as_root bash -c "cd / && nohup podman system service --time=0 unix://$ENGINE_SOCKET >/var/log/tandem-podman.log 2>&1 &"
   for _ in $(seq 1 60); do
     curl -fsS --unix-socket "$ENGINE_SOCKET" http://d/_ping >/dev/null 2>&1 && return
     sleep 0.5

@@ -33,8 +33,9 @@ def container_engine() -> Iterator[str]:
         raise RuntimeError("podman is not installed: make test installs it (deploy/dev.sh)")
     if not _answers():
         SOCKET.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.Popen(
+        subprocess.Popen(  # from /: its helpers leave files (an "oom" mark) in their cwd
             ["podman", "system", "service", "--time=0", URL],
+            cwd="/",
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
