@@ -298,3 +298,14 @@ def test_every_named_volume_a_service_mounts_is_declared(compose):
 def test_docker_build_context_leaves_out_local_environments_and_secrets():
     ignored = set((ROOT / ".dockerignore").read_text().split())
     assert {".git", ".venv", "var", ".env", "**/node_modules"} <= ignored
+
+
+def test_desktop_host_runs_container_desktops_on_its_engine(services):
+    worker, websockify = services["worker-desktops"], services["websockify"]
+    environment = worker["environment"]
+    assert worker["user"] == "root"
+    assert environment["TANDEM_DOCKER_URL"] == "unix:///var/run/docker.sock"
+    root = environment["TANDEM_DESKTOP_ROOT"]
+    # The engine mounts the desktops' directories by their host path: the same path inside.
+    assert f"{root}:{root}" in worker["volumes"] and f"{root}:{root}" in websockify["volumes"]
+    assert any(v.endswith(":/var/run/docker.sock") for v in worker["volumes"])
