@@ -189,3 +189,16 @@ def container_desktops(engine_url, settings) -> Iterator[None]:
     for desktop in Desktop.objects.filter(provider="docker").exclude(status=DesktopStatus.STOPPED):
         pool.forget_control(desktop.pk)
         pool.stop_desktop(desktop.pk)
+
+
+@pytest.fixture
+def host(settings) -> Iterator[str]:
+    """A desktop host of the test's own, so that only the test's worker takes its jobs; every
+    desktop it started is stopped afterwards."""
+    from vm_pool import pool
+    from vm_pool.models import Desktop, DesktopStatus
+
+    settings.TANDEM_HOST = f"test-{uuid.uuid4().hex[:8]}"
+    yield settings.TANDEM_HOST
+    for desktop in Desktop.objects.exclude(status=DesktopStatus.STOPPED):
+        pool.stop_desktop(desktop.pk)

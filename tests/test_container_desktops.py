@@ -2,9 +2,10 @@
 starts it), the desktop image built by ``make desktop-image``.
 
 A container desktop starts, answers, is driven and observed the way a local one is (XTEST and
-XShm through its X socket, programs and files through its agent), resets to a fresh container,
-reports its health, and stops; an engine that does not answer, an image that is missing and a
-container that dies are each a clear ``DesktopError``, and the pool marks such a desktop broken.
+XShm through its X socket, programs and files through its agent); a document a task's setup
+opens is on the first observation; an image that is missing and a container that dies are each
+a clear ``DesktopError``, and the pool marks such a desktop broken (an engine that does not
+answer: tests/test_provider_docker.py).
 """
 
 import base64
@@ -12,6 +13,7 @@ import io
 import re
 import zipfile
 
+import docker
 import pytest
 from django.conf import settings
 from django.core.files.storage import default_storage
@@ -23,6 +25,7 @@ from model_serving.proposers.baseline import BaselineProposer
 from vm_pool import pool
 from vm_pool.actions import Action, ActionType, Point, ScreenSize
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
+from vm_pool.providers.base import DesktopError
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -142,3 +145,23 @@ def test_a_calc_document_placed_by_a_setup_step_is_open_on_the_first_observation
     control = pool.control_for(Desktop.objects.get(pk=episode.desktop_id))
     titles = control.run(["wmctrl", "-l"], timeout=10).output
     assert "report.ods - LibreOffice Calc" in titles, titles
+
+
+def test_a_missing_image_breaks_the_desktop_and_says_how_to_build_it(template, settings):
+    settings.TANDEM_DESKTOP_IMAGE = "tandem-desktop:no-such-tag"
+    desktop = pool.start_desktop(pool.create_desktop(template, settings.TANDEM_HOST).pk)
+    assert desktop.status == DesktopStatus.BROKEN
+    assert "no image" in desktop.broken_reason and "make desktop-image" in desktop.broken_reason
+
+
+def test_a_container_that_dies_is_a_desktop_error_and_is_marked_broken(template, engine_url):
+    desktop = started(template)
+    control = pool.control_for(desktop)
+    control.observe(settle=False)
+    docker.DockerClient(base_url=engine_url).containers.get(desktop.instance_id).kill()
+
+    with pytest.raises(DesktopError):  # its X server went with it: the step fails, clearly
+        pool.control_for(desktop).execute(Action(ActionType.CLICK, Point(10, 10)))
+    assert pool.check_health(settings.TANDEM_HOST) == [desktop.pk]
+    desktop.refresh_from_db()
+    assert desktop.status == DesktopStatus.BROKEN and "health check failed" in desktop.broken_reason

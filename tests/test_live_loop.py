@@ -3,7 +3,6 @@ the baseline proposer, and a WebSocket client deciding every kind of step."""
 
 import os
 import signal
-import uuid
 
 import httpx
 import pytest
@@ -17,14 +16,6 @@ from vm_pool import pool
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def host(settings):
-    settings.TANDEM_HOST = f"loop-{uuid.uuid4().hex[:8]}"
-    yield settings.TANDEM_HOST
-    for desktop in Desktop.objects.exclude(status=DesktopStatus.STOPPED):
-        pool.stop_desktop(desktop.pk)
 
 
 def test_an_episode_with_every_decision_survives_a_server_restart(host, make_user, project):

@@ -4,7 +4,6 @@ killed in the middle of a reset never lets a half-reset desktop be leased."""
 import os
 import signal
 import time
-import uuid
 
 import pytest
 from django.conf import settings
@@ -17,15 +16,6 @@ from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, host_queue
 from vm_pool.providers.local import desktop_dir
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def host(settings) -> str:
-    """A host name of the test's own, so that only the test's worker takes its jobs."""
-    settings.TANDEM_HOST = f"test-{uuid.uuid4().hex[:8]}"
-    yield settings.TANDEM_HOST
-    for desktop in Desktop.objects.exclude(status=DesktopStatus.STOPPED):
-        pool.stop_desktop(desktop.pk)
 
 
 def worker(host: str):

@@ -43,7 +43,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from vm_pool.providers.base import DesktopError
+from vm_pool.providers.base import DesktopError, DesktopSpec
 from vm_pool.sandbox_limits import SandboxLimits, in_cgroups
 from vm_pool.sandbox_network import SLIRP_DNS
 
@@ -280,20 +280,19 @@ def sandbox_command(
                 os.close(fd)
 
 
-def agent_config(files: DesktopFiles, width: int, height: int, key: str,
-                 autostart: list[list[str]]) -> str:  # fmt: skip
-    """The agent's config, as JSON for its stdin; paths are the sandbox's own."""
+def agent_config(spec: DesktopSpec) -> str:
+    """The agent's config, as JSON; paths are the sandbox's own (a container's too)."""
     return json.dumps(
         {
             "display": INSIDE_DISPLAY,
-            "width": width,
-            "height": height,
+            "width": spec.screen.width,
+            "height": spec.screen.height,
             "listen": f"unix:{INSIDE_RUN}/{AGENT_SOCKET}",
             "vnc_listen": f"unix:{INSIDE_RUN}/{VNC_SOCKET}",
-            "agent_key": key,
+            "agent_key": spec.agent_key,
             "home": INSIDE_HOME,
             "work_dir": "/tmp/.tandem-log",  # the desktop's own: gone with it
-            "autostart": autostart,
+            "autostart": [list(argv) for argv in spec.autostart],
             "window_manager": [
                 "openbox", "--config-file", f"{INSIDE_HOME}/.config/openbox/rc.xml",
             ],

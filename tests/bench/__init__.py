@@ -31,6 +31,9 @@ BENCHMARKS: tuple[str, ...] = (
 def setup_django() -> None:
     """Configure Django for the bench database; call before any module imports a model."""
     os.environ["TANDEM_DB_NAME"] = BENCH_DB_NAME
+    # Benchmarks run many clients as threads of this one process, each holding a connection as
+    # a request does: the process's pool is as large as they need (servers they start get theirs).
+    os.environ["TANDEM_DB_POOL_MAX"] = "40"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "backend.settings")
     import django
 

@@ -1,6 +1,6 @@
 """The web tier under a bounded API load: PostgreSQL connections held, and request latency.
 
-A real uvicorn serves the bench database with the default pool (``TANDEM_DB_POOL_MAX``); four
+A real uvicorn serves the bench database with the default pool (``TANDEM_DB_POOL_MAX``, 8); four
 times as many clients as the pool has connections send a manager's reads at once on loopback
 (``tests.api_load``). ``db_connections_peak`` is the most connections the server held at any
 sample (every 5 ms); it must stay at or under ``db_pool_max``.
@@ -8,6 +8,7 @@ sample (every 5 ms); it must stay at or under ``db_pool_max``.
 
 import uuid
 
+POOL = 8  # the server's pool: TANDEM_DB_POOL_MAX's default
 CLIENTS_PER_CONNECTION = 4
 REQUESTS_EACH = 40
 
@@ -18,7 +19,6 @@ def run() -> dict[str, float | int]:
     from tests.bench import fresh_database, setup_django
 
     setup_django()
-    from django.conf import settings
 
     from annotation.models import Membership, Project, Task
     from backend.accounts.models import User
@@ -27,7 +27,7 @@ def run() -> dict[str, float | int]:
     from tests.api_load import api_load
     from tests.services import BIN, child_env, free_port, port_open, running
 
-    pool = settings.DATABASES["default"]["OPTIONS"]["pool"]["max_size"]
+    pool = POOL
     name = f"tandem-bench-{uuid.uuid4().hex[:8]}"
     with fresh_database():
         project = Project.objects.create(name="Web bench")
@@ -40,7 +40,7 @@ def run() -> dict[str, float | int]:
         _, token = issue_token(manager, "bench", scopes, 1)
         port = free_port()
         command = [str(BIN / "uvicorn"), "backend.asgi:application", "--port", str(port)]
-        env = child_env(TANDEM_DB_APPLICATION_NAME=name)
+        env = child_env(TANDEM_DB_APPLICATION_NAME=name, TANDEM_DB_POOL_MAX=str(POOL))
         with running(command, env, port_open(port)):
             result = api_load(
                 f"http://127.0.0.1:{port}",

@@ -202,13 +202,7 @@ class DockerProvider(DesktopProvider):
         sandbox.prepare_files(files, uid, spec.home_template or BUILTIN_HOME_TEMPLATE)
         _write_private(files.root / "passwd", passwd_of(uid), 0, 0o644)
         _write_private(files.root / "group", group_of(uid), 0, 0o644)
-        config = sandbox.agent_config(
-            files,
-            spec.screen.width,
-            spec.screen.height,
-            spec.agent_key,
-            [list(argv) for argv in spec.autostart],
-        )
+        config = sandbox.agent_config(spec)
         _write_private(files.run / CONFIG_NAME, config, uid, 0o600)
         with _engine_errors():
             container = client.containers.create(**container_spec(spec, files, uid))

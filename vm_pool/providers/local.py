@@ -249,13 +249,7 @@ class LocalProvider(DesktopProvider):
         )
         sandbox.prepare_files(files, uid, spec.home_template or BUILTIN_HOME_TEMPLATE)
         procs = sandbox_limits.make_cgroups(spec.desktop_id, limits)
-        config = sandbox.agent_config(
-            files,
-            spec.screen.width,
-            spec.screen.height,
-            spec.agent_key,
-            [list(argv) for argv in spec.autostart],
-        )
+        config = sandbox.agent_config(spec)
         log = files.root / "agent.log"
         info_read, info_write = os.pipe() if spec.internet else (None, None)
         with sandbox.sandbox_command(
