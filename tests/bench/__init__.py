@@ -63,12 +63,18 @@ def fresh_database() -> Iterator[None]:
     from django.core.management import call_command
     from django.db import connections
 
-    connections.close_all()
+    def disconnect() -> None:
+        # The pool's connections too: a pool whose database is dropped under it keeps trying
+        # to reconnect and hands out nothing.
+        connections.close_all()
+        connections["default"].close_pool()
+
+    disconnect()
     _server_admin(f"DROP DATABASE IF EXISTS {BENCH_DB_NAME} WITH (FORCE)")
     _server_admin(f"CREATE DATABASE {BENCH_DB_NAME}")
     try:
         call_command("migrate", verbosity=0, interactive=False)
         yield
     finally:
-        connections.close_all()
+        disconnect()
         _server_admin(f"DROP DATABASE IF EXISTS {BENCH_DB_NAME} WITH (FORCE)")
