@@ -6,6 +6,7 @@ server was started with (``TANDEM_DB_APPLICATION_NAME``), every few milliseconds
 connection of this process's own (which has another name).
 """
 
+import logging
 import statistics
 import threading
 import time
@@ -25,6 +26,7 @@ PATHS = (
     "/api/projects/{project}/board/",
 )
 SAMPLE_S = 0.005
+logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request would drown the report
 
 
 @dataclass
