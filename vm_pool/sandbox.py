@@ -43,7 +43,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from vm_pool.providers.base import DesktopError, DesktopSpec
+from vm_pool.providers.base import DesktopError, DesktopSpec, Endpoint
 from vm_pool.sandbox_limits import SandboxLimits, in_cgroups
 from vm_pool.sandbox_network import SLIRP_DNS
 
@@ -167,6 +167,20 @@ def agent_code(desktops: Path) -> Path:
             partial.chmod(0o644)
             partial.replace(copy)
     return target.parent
+
+
+def endpoint(files: DesktopFiles, spec: DesktopSpec, instance_id: str) -> Endpoint:
+    """Where the platform reaches a sandboxed desktop (a container one too): its agent's and
+    VNC's sockets, and its X socket as this host's ``:display``."""
+    return Endpoint(
+        instance_id=instance_id,
+        vnc_host="",
+        vnc_port=0,
+        vnc_socket=str(files.vnc_socket),
+        screen=spec.screen,
+        display=f":{spec.display}",
+        control_address=f"unix:{files.agent_socket}",
+    )
 
 
 def link_display(files: DesktopFiles, display: int) -> None:

@@ -209,15 +209,7 @@ class DockerProvider(DesktopProvider):
         try:
             with _engine_errors():
                 container.start()
-            endpoint = Endpoint(
-                instance_id=container.id or "",
-                vnc_host="",
-                vnc_port=0,
-                vnc_socket=str(files.vnc_socket),
-                screen=spec.screen,
-                display=f":{spec.display}",
-                control_address=f"unix:{files.agent_socket}",
-            )
+            endpoint = sandbox.endpoint(files, spec, container.id or "")
             self._wait_until_ready(container, spec, endpoint)
         except BaseException:
             with suppress(DockerException, requests.RequestException):

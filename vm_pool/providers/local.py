@@ -268,15 +268,7 @@ class LocalProvider(DesktopProvider):
                 self.stop(spec)
                 raise
         sandbox.link_display(files, spec.display)
-        endpoint = Endpoint(
-            instance_id=str(process.pid),
-            vnc_host="",
-            vnc_port=0,
-            vnc_socket=str(files.vnc_socket),
-            screen=spec.screen,
-            display=f":{spec.display}",
-            control_address=f"unix:{files.agent_socket}",
-        )
+        endpoint = sandbox.endpoint(files, spec, str(process.pid))
         agent = AgentClient(endpoint.control_address, spec.agent_key, spec.screen)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
