@@ -38,7 +38,9 @@ def test_sixteen_clients_on_a_pool_of_four_all_get_answers_within_four_connectio
 
     assert result.errors == []
     assert dict(result.statuses) == {200: 4 * POOL * 15}
-    assert 1 <= result.peak_connections <= POOL, result.peak_connections
+    # The pool grew to its bound under the load (its connections stay open once made), and
+    # never past it: four times as many clients waited for those four.
+    assert result.peak_connections == POOL, result.peak_connections
     print(
         f"\n{4 * POOL} clients, pool of {POOL}: peak {result.peak_connections} connections, "
         f"p50 {result.p50_ms:.0f} ms, p95 {result.p95_ms:.0f} ms"
