@@ -138,7 +138,7 @@ def prepare_episode(episode_id: int) -> None:
         return
     try:
         control = pool.control_for(episode.desktop)
-        run_setup(control, episode.task.setup)
+        setup_log = run_setup(control, episode.task.setup)
         observation = control.observe(settle=True)
     except (SetupFailed, pool.DesktopError) as error:
         end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, f"setup failed: {error}")
@@ -146,6 +146,8 @@ def prepare_episode(episode_id: int) -> None:
     if not owns_desktop(episode):  # reset while the setup ran: that screen is not ours
         end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, DESKTOP_LOST)
         return
+    if setup_log:
+        Episode.objects.filter(pk=episode.pk).update(setup_log=setup_log)
     observations.store(episode.pk, 1, observation, control)
 
 

@@ -104,6 +104,12 @@ class Task(models.Model):
         default=list, blank=True, help_text="Setup steps, OSWorld style: [{type, parameters}]."
     )
     evaluator = models.JSONField(default=dict, blank=True)
+    cannot_run = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="Why the task cannot run here: its setup or evaluator needs third-party "
+        "accounts (Google Drive, a login). Such a task is kept but never claimed.",
+    )
     related_apps = models.JSONField(default=list, blank=True)
     source = models.JSONField(default=dict, blank=True, help_text="The row as it was imported.")
     max_steps = models.PositiveIntegerField(default=30)
@@ -215,6 +221,13 @@ class EpisodeOutcome(models.TextChoices):
     MAX_STEPS = "max_steps"
 
 
+class EvaluationStatus(models.TextChoices):
+    NONE = ""  # the task has no evaluator, or the episode did not end with work to score
+    PENDING = "pending"  # the episode ended; its desktop is kept until the evaluator has run
+    SCORED = "scored"
+    FAILED = "failed"  # the evaluator could not run (its reason is in ``evaluation``)
+
+
 class Episode(models.Model):
     """One attempt at a task by one annotator on one desktop."""
 
@@ -245,6 +258,16 @@ class Episode(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     outcome = models.CharField(max_length=16, choices=EpisodeOutcome.choices, blank=True)
     end_reason = models.CharField(max_length=300, blank=True)
+    # The task's evaluator run on the desktop as the episode left it (vm_pool.evaluation):
+    # the score from 0 to 1, and each metric's score, details or error.
+    evaluation_status = models.CharField(
+        max_length=8, choices=EvaluationStatus.choices, blank=True, default=""
+    )
+    task_success = models.FloatField(null=True, blank=True)
+    evaluation = models.JSONField(default=dict, blank=True)
+    # What the task's setup went on after, as OSWorld does: a command's non-zero exit, a window
+    # that was not there. Shown with the episode, so that a reviewer knows how it started.
+    setup_log = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-started_at"]

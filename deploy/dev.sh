@@ -30,6 +30,8 @@ APT_PACKAGES=(
   bubblewrap python3-xlib slirp4netns nftables
   # X tools the tests drive
   xclip xdotool
+  # OSWorld task setups and evaluators: window activation (EWMH), port forwarding to the browser
+  wmctrl socat
   # the baseline proposer reads the screen with OCR
   tesseract-ocr
   # container desktops: the engine (rootful podman; runc, as crun refuses hybrid cgroups) and

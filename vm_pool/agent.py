@@ -11,11 +11,17 @@ TCP port (containers, machines), for whoever owns the desktop:
 - ``GET /health``: Xvfb, window manager and VNC server are alive and VNC accepts connections
 - ``POST /launch``: start a program in the desktop, ``{"argv": [...], "window_timeout": s}`` →
   ``{"pid", "window"}``; with a timeout, it returns once the window manager maps a new window
-  (``window``: true) or when the timeout passes (false: a program with no window of its own)
-- ``POST /run``: run a command to completion, ``{"argv", "timeout"}`` → ``{"returncode", "output"}``
+  (``window``: true) or when the timeout passes (false: a program with no window of its own);
+  a program that cannot start, or exits with an error before its window shows, is an error
+- ``POST /run``: run a command to completion, ``{"argv", "timeout"}`` →
+  ``{"returncode", "output", "stdout", "stderr"}``
 - ``POST /files``: put a file in place, ``{"path", "data_b64"}``: relative and ``~/`` paths are
   under HOME; a path that leads outside HOME and ``/tmp`` (``..``, an absolute path elsewhere, a
   symlink) is refused
+- ``GET /files?path=``: a file's bytes, from HOME or ``/tmp`` only (404 when there is none)
+- ``POST /devtools``: a request to the desktop browser's debugging port, which only the agent
+  can reach, ``{"method", "path"}`` → ``{"status", "body"}``; with ``{"target", "expression"}``,
+  the value of JavaScript run in that tab (``vm_pool.devtools``)
 - ``POST /execute``: execute an action of the action space, ``{"action": {...}}``
 - ``GET /observe``: a PNG screenshot (``?settle=1`` waits until the screen settles)
 
@@ -48,8 +54,9 @@ from urllib.parse import parse_qs, urlparse
 X_READY_TIMEOUT = 10.0
 WINDOW_POLL_S = 0.05
 SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
-# Where ``/files`` may write, besides HOME.
+# Where ``/files`` may write and read, besides HOME.
 SCRATCH = "/tmp"
+MAX_READ_BYTES = 100 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,7 @@ class PathRefused(ValueError):
     """A file path that leads outside the desktop user's HOME and /tmp."""
 
 
-def resolve_inside(path: str, home: str) -> Path:
+def resolve_inside(path: str, home: str, reading: bool = False) -> Path:
     """Where a ``/files`` path lands; refuses paths that leave HOME and /tmp.
 
     Relative and ``~/`` paths are under HOME. Symlinks are followed before the check, so a
@@ -119,6 +126,8 @@ def resolve_inside(path: str, home: str) -> Path:
     if not any(real_parent == root or root in real_parent.parents for root in allowed):
         raise PathRefused(f"{path!r} is outside HOME ({home}) and {SCRATCH}")
     if target.is_symlink():
+        if reading:  # a link that stays inside is followed, as the check above for its parent
+            return resolve_inside(str(target.resolve()), home, reading=True)
         raise PathRefused(f"{path!r} is a symlink; files are written only to plain paths")
     return real_parent / target.name
 
@@ -230,6 +239,12 @@ class Desktop:
         process = self.spawn(name, argv)
         deadline = time.monotonic() + window_timeout
         while time.monotonic() < deadline:
+            if process.poll() not in (None, 0):
+                log = (Path(self.config.work_dir) / f"{name}.log").read_bytes()[-500:]
+                raise RuntimeError(
+                    f"{argv[0]} exited with {process.returncode} before showing a window: "
+                    + log.decode(errors="replace").strip()
+                )
             new = self.client_windows() - before
             if new and (not window_title or any(window_title in t for t in self.titles(new))):
                 return {"pid": process.pid, "window": True}
@@ -285,8 +300,14 @@ class Desktop:
             return {"returncode": -1, "output": f"timed out after {timeout}s: {error.output!r}"}
         except FileNotFoundError as error:
             return {"returncode": 127, "output": str(error)}
-        output = (done.stdout + done.stderr).decode(errors="replace")[-20_000:]
-        return {"returncode": done.returncode, "output": output}
+        stdout = done.stdout.decode(errors="replace")
+        stderr = done.stderr.decode(errors="replace")
+        return {
+            "returncode": done.returncode,
+            "output": (stdout + stderr)[-20_000:],
+            "stdout": stdout[-1_000_000:],
+            "stderr": stderr[-20_000:],
+        }
 
     def put_file(self, path: str, data: bytes) -> str:
         target = resolve_inside(path, self.config.home)
@@ -296,6 +317,19 @@ class Desktop:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
         return str(target)
+
+    def read_file(self, path: str) -> bytes | None:
+        """A file of HOME or /tmp (its links followed only if they stay there); None if none."""
+        target = resolve_inside(path, self.config.home, reading=True)
+        try:
+            fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            return None
+        with os.fdopen(fd, "rb") as source:
+            data = source.read(MAX_READ_BYTES + 1)
+        if len(data) > MAX_READ_BYTES:
+            raise PathRefused(f"{path!r} is larger than {MAX_READ_BYTES} bytes")
+        return data
 
     def stop(self) -> None:
         for process in reversed(list(self.children.values())):
@@ -373,8 +407,25 @@ def make_handler(desktop: Desktop) -> type[BaseHTTPRequestHandler]:
                 self.send_header("X-Waited-Ms", f"{observation.waited_ms:.1f}")
                 self.end_headers()
                 self.wfile.write(observation.png)
+            elif url.path == "/files":
+                self._send_file(parse_qs(url.query).get("path", [""])[0])
             else:
                 self._json(HTTPStatus.NOT_FOUND, {"error": f"no such endpoint {url.path}"})
+
+        def _send_file(self, path: str) -> None:
+            try:
+                data = desktop.read_file(path)
+            except (PathRefused, OSError) as error:
+                self._json(HTTPStatus.BAD_REQUEST, {"error": f"{type(error).__name__}: {error}"})
+                return
+            if data is None:
+                self._json(HTTPStatus.NOT_FOUND, {"error": f"no file {path!r}"})
+                return
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
         def do_POST(self) -> None:
             if not self._authorised():
@@ -391,6 +442,8 @@ def make_handler(desktop: Desktop) -> type[BaseHTTPRequestHandler]:
                 elif self.path == "/files":
                     data = base64.b64decode(body["data_b64"])
                     self._json(HTTPStatus.OK, {"path": desktop.put_file(body["path"], data)})
+                elif self.path == "/devtools":
+                    self._json(HTTPStatus.OK, _devtools(body))
                 elif self.path == "/execute":
                     action = Action.from_json(body["action"])
                     with desktop.lock:
@@ -403,6 +456,19 @@ def make_handler(desktop: Desktop) -> type[BaseHTTPRequestHandler]:
                 self._json(HTTPStatus.BAD_REQUEST, {"error": f"{type(error).__name__}: {error}"})
 
     return Handler
+
+
+def _devtools(body: dict[str, Any]) -> dict[str, Any]:
+    from vm_pool import devtools
+
+    try:
+        if "expression" in body:
+            value = devtools.evaluate(str(body["target"]), str(body["expression"]))
+            return {"value": value}
+        status, text = devtools.http(str(body.get("method", "GET")), str(body["path"]))
+        return {"status": status, "body": text}
+    except devtools.DevToolsError as error:
+        return {"error": str(error)}
 
 
 def serve(address: str, handler: type[BaseHTTPRequestHandler]) -> socketserver.BaseServer:

@@ -14,6 +14,7 @@ import http.client
 import json
 import socket
 from typing import Any
+from urllib.parse import quote
 
 from vm_pool.actions import ACTION_TIMEOUT_S, Action, ScreenSize
 from vm_pool.providers.base import CommandResult, DesktopError, Health, Launched, Observation
@@ -23,6 +24,8 @@ CALL_TIMEOUT_S = 30.0  # files and observations
 # Added to a wait the agent does on purpose: the agent's own bookkeeping after it (killing a
 # timed-out command and collecting its output) is not instant.
 MARGIN_S = 10.0
+READ_TIMEOUT_S = 120.0  # a file of up to 100 MB read back for an evaluator
+DEVTOOLS_TIMEOUT_S = 30.0
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -123,11 +126,27 @@ class AgentClient:
     def run(self, argv: list[str], timeout: float) -> CommandResult:
         body = {"argv": argv, "timeout": timeout}
         reply = self._json("POST", "/run", timeout + MARGIN_S, body)
-        return CommandResult(int(reply["returncode"]), str(reply["output"]))
+        return CommandResult(
+            int(reply["returncode"]),
+            str(reply["output"]),
+            str(reply.get("stdout", "")),
+            str(reply.get("stderr", "")),
+        )
 
     def put_file(self, path: str, data: bytes) -> None:
         body = {"path": path, "data_b64": base64.b64encode(data).decode()}
         self._json("POST", "/files", self.timeout, body)
+
+    def read_file(self, path: str) -> bytes | None:
+        status, _, data = self._request("GET", f"/files?path={quote(path)}", READ_TIMEOUT_S)
+        if status == 404:
+            return None
+        if status != 200:
+            raise DesktopError(f"desktop agent /files: {_payload('/files', data).get('error')}")
+        return data
+
+    def devtools(self, request: dict[str, Any]) -> dict[str, Any]:
+        return self._json("POST", "/devtools", DEVTOOLS_TIMEOUT_S, request)
 
     def close(self) -> None:
         pass

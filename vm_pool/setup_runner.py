@@ -1,84 +1,84 @@
 """Task setup: the OSWorld-style steps that prepare a desktop before the first observation.
 
-A task's ``setup`` is a list of ``{"type": ..., "parameters": {...}}``. The steps that make
-sense on a desktop Tandem controls are supported:
+A task's ``setup`` (and its evaluator's ``postconfig``) is a list of
+``{"type": ..., "parameters": {...}}``, with OSWorld's meaning:
 
 - ``launch`` — start a program (``command``: argv list or a string, ``shell``: bool) and wait
   until it maps a window, up to ``window_timeout`` seconds (default 10; 0 does not wait), so
-  that the first observation shows it
-- ``execute`` / ``command`` — run a command to completion; a non-zero exit fails the setup
+  that the first observation shows it; a program that does not exist, or exits with an error
+  before its window shows, fails the setup
+- ``execute`` / ``command`` — run a command to completion (``until``: repeat until its exit
+  code or output says so); like OSWorld, a non-zero exit is logged and the setup goes on
+- ``execute_with_verification`` — run a command, then wait (``max_wait_time``) until its
+  ``verification`` holds (``window_exists``, ``command_success``); fails the setup if it never does
 - ``open`` — open a file or folder with its default program (``path``)
-- ``chrome_open_tabs`` — open URLs in the desktop's browser (``urls_to_open``)
+- ``activate_window`` / ``close_window`` — raise or close the window whose title holds
+  ``window_name`` (``strict``: the whole title, case-sensitive; ``by_class``: its class), through
+  the window manager (EWMH); like OSWorld, a window that is not there is logged, not fatal
+- ``chrome_open_tabs`` / ``chrome_close_tabs`` / ``update_browse_history`` — the running
+  browser's tabs and history, over its debugging port (``vm_pool.setup_browser``)
+- ``change_wallpaper`` — the desktop's background image (``path``)
 - ``file`` — put a file in place (``path`` and ``content`` or ``content_b64``)
-- ``download`` — put files in place from ``url``s (``files``: [{url, path}]), fetched by the
-  platform under the rules of ``vm_pool.downloads`` (http and https only, never loopback,
-  private, link-local or metadata addresses, limited in size and time) through the task-file
-  cache, so each file is fetched once
+- ``download`` — put files in place from ``url``s (``files``: [{url, path}]), through the
+  task-file cache, fetched by the platform under the rules of ``vm_pool.downloads`` (http and
+  https only, never loopback, private, link-local or metadata addresses, limited in size and
+  time) when the cache lacks them
 - ``sleep`` — wait (``seconds``)
+
+Commands may hold OSWorld's placeholders ``{SCREEN_WIDTH}``, ``{SCREEN_HEIGHT}``,
+``{SCREEN_WIDTH_HALF}``, ``{SCREEN_HEIGHT_HALF}`` and ``{CLIENT_PASSWORD}``; arguments that start
+with ``~/`` are under the desktop user's HOME.
 
 Everything runs inside the desktop's sandbox as the desktop's user: commands and programs
 through its agent, files written by the agent, so a task's paths are the desktop's
 (``/home/user/…``, ``~/…``, relative to HOME). A file may be put only under HOME or ``/tmp``.
 
-Every step is checked before any runs: a setup with an unsupported step (OSWorld's
-``googledrive``, ``login``, …), malformed parameters or a file path that leaves HOME and
-``/tmp`` is refused whole, naming the step.
+Every step is checked before any runs: a setup with an unknown step, malformed parameters or a
+file path that leaves HOME and ``/tmp`` is refused whole, naming the step. OSWorld's steps that
+no desktop here can run (accounts, proxies: ``NOT_RUNNABLE``) are found at import, where the
+task is marked with the reason and never claimed.
 """
 
 import base64
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from backend.errors import DomainError
+from vm_pool import setup_browser, setup_desktop
+from vm_pool.actions import ScreenSize
 from vm_pool.downloads import DownloadRefused, fetch_task_file
 from vm_pool.providers.base import DesktopControl, DesktopError
-
-BROWSER = ["chromium", "--no-first-run", "--no-default-browser-check", "--no-sandbox",
-           "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-           "--disable-sync", "--password-store=basic"]  # fmt: skip
-COMMAND_TIMEOUT = 120.0
-WINDOW_TIMEOUT = 10.0
-MAX_SLEEP = 60.0
-# A program's window is mapped before its content is drawn (LibreOffice pauses for a second or
-# more in between): after a launch that waited for its window, the setup waits until two
-# settled screens DRAW_QUIET_S apart are the same, for DRAW_TIMEOUT_S at most.
-DRAW_QUIET_S = 1.0
-DRAW_TIMEOUT_S = 15.0
-HOME = "/home/user"  # the desktop user's HOME inside every desktop (OSWorld's convention)
-WRITABLE = ("/home/user", "/tmp")
-
-
-class SetupFailed(DomainError):
-    status_code = 422
-    code = "setup_failed"
+from vm_pool.setup_base import (
+    COMMAND_TIMEOUT,
+    HOME,
+    MAX_SLEEP,
+    UNTIL_PAUSE_S,
+    UNTIL_TIMEOUT_S,
+    WRITABLE,
+    SetupFailed,
+    SetupRun,
+    SetupStep,
+    home_path,
+    launch_and_draw,
+    seconds,
+)
 
 
-@dataclass(frozen=True)
-class SetupStep:
-    number: int  # counting from 1, as people read a task file
-    type: str
-    parameters: dict[str, Any]
-
-    def name(self) -> str:
-        return f"setup step {self.number} ({self.type})"
-
-
-def _argv(step: SetupStep, key: str = "command") -> list[str]:
+def _argv(run: SetupRun, step: SetupStep, key: str = "command") -> list[str]:
     command = step.parameters.get(key)
+    shell = bool(step.parameters.get("shell"))
     if isinstance(command, str) and command.strip():
-        return ["bash", "-c", command] if step.parameters.get("shell") else shlex.split(command)
+        command = run.substitute(command)
+        return ["bash", "-c", command] if shell else [home_path(a) for a in shlex.split(command)]
     if isinstance(command, list) and command and all(isinstance(a, str) for a in command):
-        if step.parameters.get("shell"):
-            return ["bash", "-c", " ".join(command)]
-        return list(command)
+        command = [run.substitute(a) for a in command]
+        return ["bash", "-c", " ".join(command)] if shell else [home_path(a) for a in command]
     raise SetupFailed(f"{step.name()}: '{key}' must be a non-empty string or list of strings")
 
 
-def _fetch(step: SetupStep, url: str) -> bytes:
+def fetch(step: SetupStep, url: str) -> bytes:
     try:
         return fetch_task_file(url)
     except DownloadRefused as error:
@@ -112,64 +112,80 @@ def _file_paths(step: SetupStep) -> list[object]:
     return []
 
 
-def _window_timeout(step: SetupStep) -> float:
-    value = step.parameters.get("window_timeout", WINDOW_TIMEOUT)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 120:
-        raise SetupFailed(f"{step.name()}: 'window_timeout' must be a number of seconds, 0 to 120")
-    return float(value)
+def _launch(run: SetupRun, step: SetupStep) -> None:
+    launch_and_draw(run, step, _argv(run, step))
 
 
-def _until_drawn(control: DesktopControl) -> None:
-    from vm_pool.screen_watch import meaningful_change
-    from vm_pool.x11_capture import frame_of_png
-
-    deadline = time.monotonic() + DRAW_TIMEOUT_S
-    last = frame_of_png(control.observe(settle=True).png)
-    while time.monotonic() < deadline:
-        time.sleep(DRAW_QUIET_S)
-        now = frame_of_png(control.observe(settle=True).png)
-        if not meaningful_change(last, now):  # a blinking caret is no drawing
-            return
-        last = now
-
-
-def _launch_and_draw(
-    control: DesktopControl, step: SetupStep, argv: list[str], window_title: str = ""
-) -> None:
-    if control.launch(argv, _window_timeout(step), window_title).window:
-        _until_drawn(control)
-
-
-def _launch(control: DesktopControl, step: SetupStep) -> None:
-    _launch_and_draw(control, step, _argv(step))
-
-
-def _execute(control: DesktopControl, step: SetupStep) -> None:
-    result = control.run(
-        _argv(step), timeout=float(step.parameters.get("timeout", COMMAND_TIMEOUT))
+def _until_met(until: dict[str, Any], returncode: int, stdout: str, stderr: str) -> bool:
+    return (
+        ("returncode" in until and returncode == until["returncode"])
+        or ("stdout" in until and str(until["stdout"]) in stdout)
+        or ("stderr" in until and str(until["stderr"]) in stderr)
     )
+
+
+def _execute(run: SetupRun, step: SetupStep) -> None:
+    argv = _argv(run, step)
+    timeout = seconds(step, "timeout", COMMAND_TIMEOUT, 600)
+    until = step.parameters.get("until") or {}
+    if not isinstance(until, dict):
+        raise SetupFailed(f"{step.name()}: 'until' must be an object")
+    deadline = time.monotonic() + UNTIL_TIMEOUT_S
+    while True:
+        result = run.control.run(argv, timeout=timeout)
+        if not until or _until_met(until, result.returncode, result.stdout, result.stderr):
+            break
+        if time.monotonic() > deadline:
+            run.note(step, f"'until' {until} not met after {UNTIL_TIMEOUT_S:g}s; going on")
+            return
+        time.sleep(UNTIL_PAUSE_S)
     if result.returncode != 0:
-        raise SetupFailed(f"{step.name()} exited with {result.returncode}: {result.output[-500:]}")
+        run.note(step, f"exited with {result.returncode}: {result.output[-500:].strip()}")
 
 
-def _open(control: DesktopControl, step: SetupStep) -> None:
+def _execute_with_verification(run: SetupRun, step: SetupStep) -> None:
+    argv = _argv(run, step)
+    verification = step.parameters.get("verification") or {}
+    if not isinstance(verification, dict):
+        raise SetupFailed(f"{step.name()}: 'verification' must be an object")
+    wait = seconds(step, "max_wait_time", 10, 120)
+    interval = max(seconds(step, "check_interval", 1.0, 30), 0.1)
+    result = run.control.run(argv, timeout=COMMAND_TIMEOUT)
+    deadline = time.monotonic() + wait
+    while True:
+        if _verified(run, verification):
+            return
+        if time.monotonic() > deadline:
+            raise SetupFailed(
+                f"{step.name()}: {verification} did not hold within {wait:g}s "
+                f"(the command exited with {result.returncode}: {result.output[-300:].strip()})"
+            )
+        time.sleep(interval)
+
+
+def _verified(run: SetupRun, verification: dict[str, Any]) -> bool:
+    if "window_exists" in verification and not setup_desktop.window_exists(
+        run.control, str(verification["window_exists"])
+    ):
+        return False
+    if "command_success" in verification:
+        check = verification["command_success"]
+        argv = ["bash", "-c", check] if isinstance(check, str) else [str(a) for a in check]
+        if run.control.run(argv, timeout=30).returncode != 0:
+            return False
+    return True
+
+
+def _open(run: SetupRun, step: SetupStep) -> None:
     path = step.parameters.get("path")
     if not isinstance(path, str) or not path:
         raise SetupFailed(f"{step.name()}: 'path' must be a non-empty string")
-    if path == "~" or path.startswith("~/"):  # no shell expands it: the desktop's HOME is known
-        path = HOME + path[1:]
+    path = home_path(path)
     # The document's own window, not the program's splash screen: its title names the file.
-    _launch_and_draw(control, step, ["xdg-open", path], PurePosixPath(path).name)
+    launch_and_draw(run, step, ["xdg-open", path], PurePosixPath(path).name)
 
 
-def _open_tabs(control: DesktopControl, step: SetupStep) -> None:
-    urls = step.parameters.get("urls_to_open")
-    if not isinstance(urls, list) or not urls or not all(isinstance(u, str) for u in urls):
-        raise SetupFailed(f"{step.name()}: 'urls_to_open' must be a non-empty list of URLs")
-    _launch_and_draw(control, step, [*BROWSER, *urls])
-
-
-def _file(control: DesktopControl, step: SetupStep) -> None:
+def _file(run: SetupRun, step: SetupStep) -> None:
     path = check_desktop_path(step, step.parameters.get("path"))
     if isinstance(step.parameters.get("content"), str):
         data = step.parameters["content"].encode()
@@ -177,10 +193,10 @@ def _file(control: DesktopControl, step: SetupStep) -> None:
         data = base64.b64decode(step.parameters["content_b64"])
     else:
         raise SetupFailed(f"{step.name()}: give 'content' or 'content_b64'")
-    control.put_file(path, data)
+    run.control.put_file(path, data)
 
 
-def _download(control: DesktopControl, step: SetupStep) -> None:
+def _download(run: SetupRun, step: SetupStep) -> None:
     files = step.parameters.get("files")
     if not isinstance(files, list) or not files:
         raise SetupFailed(f"{step.name()}: 'files' must be a non-empty list of {{url, path}}")
@@ -189,25 +205,44 @@ def _download(control: DesktopControl, step: SetupStep) -> None:
             isinstance(item.get(k), str) for k in ("url", "path")
         ):
             raise SetupFailed(f"{step.name()}: each file needs a 'url' and a 'path'")
-        control.put_file(check_desktop_path(step, item["path"]), _fetch(step, item["url"]))
+        run.control.put_file(check_desktop_path(step, item["path"]), fetch(step, item["url"]))
 
 
-def _sleep(control: DesktopControl, step: SetupStep) -> None:
-    seconds = step.parameters.get("seconds", 1)
-    if not isinstance(seconds, int | float) or not 0 <= seconds <= MAX_SLEEP:
-        raise SetupFailed(f"{step.name()}: 'seconds' must be a number from 0 to {MAX_SLEEP:g}")
-    time.sleep(seconds)
+def _sleep(run: SetupRun, step: SetupStep) -> None:
+    time.sleep(seconds(step, "seconds", 1, MAX_SLEEP))
 
 
-RUNNERS: dict[str, Callable[[DesktopControl, SetupStep], None]] = {
+RUNNERS: dict[str, Callable[[SetupRun, SetupStep], None]] = {
     "launch": _launch,
     "execute": _execute,
     "command": _execute,
+    "execute_with_verification": _execute_with_verification,
     "open": _open,
-    "chrome_open_tabs": _open_tabs,
     "file": _file,
     "download": _download,
     "sleep": _sleep,
+    "activate_window": setup_desktop.activate_window,
+    "close_window": setup_desktop.close_window,
+    "change_wallpaper": setup_desktop.change_wallpaper,
+    "chrome_open_tabs": setup_browser.open_tabs,
+    "chrome_close_tabs": setup_browser.close_tabs,
+    "update_browse_history": setup_browser.update_browse_history,
+}
+
+# OSWorld's setup types that no desktop here can run, and why. A task that uses one is imported
+# and kept, marked with the reason (``Task.cannot_run``), and never claimed: it is not a failure
+# waiting to happen at run time.
+ACCOUNTS = "needs third-party accounts"
+NOT_RUNNABLE: dict[str, str] = {
+    "googledrive": f"{ACCOUNTS}: a Google Drive account",
+    "login": f"{ACCOUNTS}: a login to a web service",
+    "google_sheet_from_template": f"{ACCOUNTS}: a Google account (Sheets)",
+    "google_doc_from_template": f"{ACCOUNTS}: a Google account (Docs)",
+    "proxy": "needs OSWorld's pool of paid proxies",
+    "upload_file": "names a file on the machine that wrote the task ('local_path')",
+    "tidy_desktop": "is not implemented by OSWorld itself",
+    "act": "is not implemented by OSWorld itself",
+    "replay": "is not implemented by OSWorld itself",
 }
 
 
@@ -231,12 +266,16 @@ def parse_setup(setup: list[dict[str, Any]]) -> list[SetupStep]:
     return steps
 
 
-def run_setup(control: DesktopControl, setup: list[dict[str, Any]]) -> int:
-    """Run a task's setup on a desktop; return the number of steps run."""
+def run_setup(
+    control: DesktopControl, setup: list[dict[str, Any]], screen: ScreenSize | None = None
+) -> list[str]:
+    """Run a task's setup on a desktop; return its log: the failures it went on after, as
+    OSWorld does (a command's exit code, a window that was not there)."""
     steps = parse_setup(setup)
+    run = SetupRun(control, screen)
     for step in steps:
         try:
-            RUNNERS[step.type](control, step)
+            RUNNERS[step.type](run, step)
         except DesktopError as error:
             raise SetupFailed(f"{step.name()} failed: {error}") from error
-    return len(steps)
+    return run.log

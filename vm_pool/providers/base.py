@@ -63,7 +63,9 @@ class Launched:
 @dataclass(frozen=True)
 class CommandResult:
     returncode: int
-    output: str
+    output: str  # standard output and error together, as a person reads them
+    stdout: str = ""
+    stderr: str = ""
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,14 @@ class DesktopControl(Protocol):
     def run(self, argv: list[str], timeout: float) -> CommandResult: ...
 
     def put_file(self, path: str, data: bytes) -> None: ...
+
+    def read_file(self, path: str) -> bytes | None:
+        """A file of the desktop's HOME or /tmp; None when there is none."""
+        ...
+
+    def devtools(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A request to the desktop browser's debugging port (``vm_pool.devtools``)."""
+        ...
 
     def close(self) -> None: ...
 

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.conf import settings
 from mss.exception import ScreenShotError
@@ -162,6 +162,12 @@ class LocalControl:
 
     def put_file(self, path: str, data: bytes) -> None:
         self.agent.put_file(path, data)
+
+    def read_file(self, path: str) -> bytes | None:
+        return self.agent.read_file(path)
+
+    def devtools(self, request: dict[str, Any]) -> dict[str, Any]:
+        return self.agent.devtools(request)
 
     def close(self) -> None:
         """Close the X connection and refuse X calls from now on. Never raises for a connection

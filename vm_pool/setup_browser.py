@@ -1,0 +1,134 @@
+"""Setup steps that drive the desktop's running browser, with OSWorld's meaning.
+
+OSWorld's tasks start Chrome with a debugging port (9222, or 1337 forwarded to 9222 by
+``socat``) and then drive it over the DevTools protocol. The port lives in the desktop's own
+network namespace; the platform reaches it only through the desktop's agent
+(``DesktopControl.devtools``, ``vm_pool.devtools``). Chrome is Chromium here, which also
+answers to ``google-chrome``; its profile is ``~/.config/chromium``.
+
+- ``chrome_open_tabs`` (``urls_to_open``): opens each URL in a new tab of the running browser;
+  with no browser listening, starts one with the debugging port and the URLs
+- ``chrome_close_tabs`` (``urls_to_close``): closes the tabs showing those URLs
+- ``update_browse_history`` (``history``: [{url, title, visit_time_from_now_in_seconds}]): writes
+  those visits into the profile's history database, made from OSWorld's empty Chrome history
+  (a task file, through the cache like any download), before the browser starts
+"""
+
+import json
+import sqlite3
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from vm_pool.devtools import PORT
+from vm_pool.setup_base import SetupFailed, SetupRun, SetupStep, launch_and_draw, until_drawn
+
+BROWSER = ["chromium", "--no-first-run", "--no-default-browser-check", "--no-sandbox",
+           "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+           "--disable-sync", "--password-store=basic",
+           f"--remote-debugging-port={PORT}"]  # fmt: skip
+PROFILE = "~/.config/chromium/Default"
+EMPTY_CHROME_HISTORY_URL = (
+    "https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main/chrome/"
+    "44ee5668-ecd5-4366-a6ce-c1c9b8d4e938/history_empty.sqlite?download=true"
+)
+# Chrome counts time in microseconds from 1601-01-01; a visit's transition as OSWorld writes it.
+CHROME_EPOCH = datetime(1601, 1, 1)
+TYPED_LINK = 805306368
+TAB_WAIT_S = 10.0
+
+
+def _urls(step: SetupStep, key: str) -> list[str]:
+    urls = step.parameters.get(key)
+    if not isinstance(urls, list) or not urls or not all(isinstance(u, str) for u in urls):
+        raise SetupFailed(f"{step.name()}: '{key}' must be a non-empty list of URLs")
+    return urls
+
+
+def browser_listening(run: SetupRun) -> bool:
+    return "error" not in run.control.devtools({"method": "GET", "path": "/json/version"})
+
+
+def page_tabs(run: SetupRun) -> list[dict[str, Any]]:
+    reply = run.control.devtools({"method": "GET", "path": "/json/list"})
+    if "error" in reply:
+        return []
+    return [t for t in json.loads(reply["body"]) if t.get("type") == "page"]
+
+
+def open_tabs(run: SetupRun, step: SetupStep) -> None:
+    urls = _urls(step, "urls_to_open")
+    if not browser_listening(run):
+        launch_and_draw(run, step, [*BROWSER, *urls])
+        return
+    for url in urls:
+        reply = run.control.devtools({"method": "PUT", "path": f"/json/new?{quote(url, safe='')}"})
+        if "error" in reply or reply.get("status") != 200:
+            raise SetupFailed(f"{step.name()}: the browser did not open {url}: {reply}")
+    deadline = time.monotonic() + TAB_WAIT_S
+    while time.monotonic() < deadline and len(
+        [t for t in page_tabs(run) if t.get("url") not in ("", "about:blank")]
+    ) < len(urls):
+        time.sleep(0.2)
+    until_drawn(run.control)
+
+
+def _same_url(wanted: str, shown: str) -> bool:
+    return wanted.rstrip("/") in shown.rstrip("/")
+
+
+def close_tabs(run: SetupRun, step: SetupStep) -> None:
+    urls = _urls(step, "urls_to_close")
+    if not browser_listening(run):
+        run.note(step, "no browser is listening on its debugging port; nothing to close")
+        return
+    for url in urls:
+        tab = next((t for t in page_tabs(run) if _same_url(url, t.get("url", ""))), None)
+        if tab is None:
+            run.note(step, f"no tab shows {url}")
+            continue
+        run.control.devtools({"method": "GET", "path": f"/json/close/{tab['id']}"})
+
+
+def _history_items(step: SetupStep) -> list[tuple[str, str, float]]:
+    history = step.parameters.get("history")
+    if not isinstance(history, list):
+        raise SetupFailed(f"{step.name()}: 'history' must be a list of visits")
+    items = []
+    for item in history:
+        if not isinstance(item, dict) or not isinstance(item.get("url"), str):
+            raise SetupFailed(f"{step.name()}: each visit needs a 'url'")
+        ago = item.get("visit_time_from_now_in_seconds", 0)
+        if isinstance(ago, bool) or not isinstance(ago, int | float):
+            raise SetupFailed(f"{step.name()}: 'visit_time_from_now_in_seconds' is a number")
+        items.append((item["url"], str(item.get("title", "")), float(ago)))
+    return items
+
+
+def update_browse_history(run: SetupRun, step: SetupStep) -> None:
+    from vm_pool.setup_runner import fetch
+
+    items = _history_items(step)
+    empty = fetch(step, EMPTY_CHROME_HISTORY_URL)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "History"
+        path.write_bytes(empty)
+        with sqlite3.connect(path) as db:
+            for url, title, ago in items:
+                visited = datetime.now() - timedelta(seconds=ago)
+                stamp = int((visited - CHROME_EPOCH).total_seconds() * 1_000_000)
+                cursor = db.execute(
+                    "INSERT INTO urls (url, title, visit_count, typed_count, last_visit_time,"
+                    " hidden) VALUES (?, ?, 1, 0, ?, 0)",
+                    (url, title, stamp),
+                )
+                db.execute(
+                    "INSERT INTO visits (url, visit_time, from_visit, transition, segment_id,"
+                    " visit_duration) VALUES (?, ?, 0, ?, 0, 0)",
+                    (cursor.lastrowid, stamp, TYPED_LINK),
+                )
+        db.close()
+        run.control.put_file(f"{PROFILE}/History", path.read_bytes())
