@@ -81,7 +81,12 @@ def end_episode(episode_id: int, outcome: str, reason: str) -> bool:
         episode.outcome = outcome
         episode.end_reason = reason[:300]
         episode.save(update_fields=["ended_at", "outcome", "end_reason"])
-        if episode.desktop_id is not None:
+        # Imported here: scoring reads the episode's desktop through these very rules.
+        from annotation import evaluations
+
+        if evaluations.scores(episode, outcome):
+            evaluations.start(episode)  # it releases the desktop once the score is stored
+        elif episode.desktop_id is not None:
             # Only the lease this episode holds: a desktop reset since may be someone else's.
             pool.release_desktop(
                 episode.desktop_id, episode.annotator, generation=episode.desktop_generation

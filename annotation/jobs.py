@@ -1,8 +1,8 @@
 """Celery jobs of the annotation app.
 
 ``return_lapsed_leases`` runs on ``default`` (beat). The live loop's jobs run where their work
-is: ``prepare_episode`` and ``execute_step`` on the queue of the host that owns the episode's
-desktop, ``propose_step`` on ``model``. ``build_export`` runs on ``exports``.
+is: ``prepare_episode``, ``execute_step`` and ``evaluate_episode`` on the queue of the host that
+owns the episode's desktop, ``propose_step`` on ``model``. ``build_export`` runs on ``exports``.
 """
 
 import asyncio
@@ -14,7 +14,7 @@ from celery import shared_task
 from django.conf import settings
 from django.core.files.storage import default_storage
 
-from annotation import episode_leases, episodes, exports, model_versions, queue
+from annotation import episode_leases, episodes, evaluations, exports, model_versions, queue
 from annotation.models import Step
 from backend.notifications import send_now
 from model_serving.proposers.base import (
@@ -43,6 +43,11 @@ def prepare_episode(episode_id: int) -> None:
 @shared_task(name="annotation.jobs.execute_step", acks_late=True)
 def execute_step(step_id: int) -> None:
     episodes.execute_step(step_id)
+
+
+@shared_task(name="annotation.jobs.evaluate_episode", acks_late=True)
+def evaluate_episode(episode_id: int) -> None:
+    evaluations.evaluate_episode(episode_id)
 
 
 @shared_task(

@@ -19,7 +19,8 @@ ENV DEBIAN_FRONTEND=noninteractive \
 
 # The X server, window manager and VNC server the agent starts; the applications of OSWorld's
 # domains that Debian ships (Chrome's tasks run on Chromium, which answers to google-chrome
-# too); the tools tasks' setups call (python3 with pyautogui, socat, xdotool, wmctrl); fonts.
+# too); the tools tasks' setups call (python3, also as `python`, with pyautogui, socat, xdotool,
+# wmctrl); fonts.
 # pyautogui comes without its dependencies from PyPI: Debian's python-xlib and Pillow serve it
 # (PyPI's python-xlib would shadow Debian's, which the agent's window list uses).
 # dbus-x11 gives the GTK programs the session bus they ask for.
@@ -30,7 +31,7 @@ RUN apt-get update \
         chromium \
         libreoffice-calc libreoffice-writer libreoffice-impress libreoffice-gtk3 \
         gimp thunderbird vlc \
-        python3 python3-venv python3-pip python3-xlib python3-tk python3-pil \
+        python3 python-is-python3 python3-venv python3-pip python3-xlib python3-tk python3-pil \
         xdg-utils shared-mime-info desktop-file-utils file socat curl ca-certificates dbus-x11 \
         fonts-dejavu-core fonts-liberation fonts-noto-color-emoji \
     && rm -rf /var/lib/apt/lists/* \

@@ -56,6 +56,9 @@ class SetupRun:
     control: DesktopControl
     screen: ScreenSize | None = None
     log: list[str] = field(default_factory=list)
+    # What commands wrote to their ``stdout``/``stderr`` files (OSWorld's cache directory),
+    # by file name: an evaluator's ``cache_file`` getter reads them.
+    outputs: dict[str, str] = field(default_factory=dict)
 
     def note(self, step: SetupStep, message: str) -> None:
         line = f"{step.name()}: {message}"

@@ -139,6 +139,10 @@ def _execute(run: SetupRun, step: SetupStep) -> None:
             run.note(step, f"'until' {until} not met after {UNTIL_TIMEOUT_S:g}s; going on")
             return
         time.sleep(UNTIL_PAUSE_S)
+    for stream in ("stdout", "stderr"):
+        name = step.parameters.get(stream)
+        if isinstance(name, str) and name:
+            run.outputs[name] = getattr(result, stream)
     if result.returncode != 0:
         run.note(step, f"exited with {result.returncode}: {result.output[-500:].strip()}")
 
@@ -266,16 +270,21 @@ def parse_setup(setup: list[dict[str, Any]]) -> list[SetupStep]:
     return steps
 
 
-def run_setup(
-    control: DesktopControl, setup: list[dict[str, Any]], screen: ScreenSize | None = None
-) -> list[str]:
-    """Run a task's setup on a desktop; return its log: the failures it went on after, as
-    OSWorld does (a command's exit code, a window that was not there)."""
+def run_steps(run: SetupRun, setup: list[dict[str, Any]]) -> None:
+    """Run setup steps (a task's setup, an evaluator's postconfig) as part of ``run``."""
     steps = parse_setup(setup)
-    run = SetupRun(control, screen)
     for step in steps:
         try:
             RUNNERS[step.type](run, step)
         except DesktopError as error:
             raise SetupFailed(f"{step.name()} failed: {error}") from error
+
+
+def run_setup(
+    control: DesktopControl, setup: list[dict[str, Any]], screen: ScreenSize | None = None
+) -> list[str]:
+    """Run a task's setup on a desktop; return its log: the failures it went on after, as
+    OSWorld does (a command's exit code, a window that was not there)."""
+    run = SetupRun(control, screen)
+    run_steps(run, setup)
     return run.log
