@@ -186,10 +186,11 @@ def test_unsupported_or_failing_setup_steps_are_named(template, desktops):
         run_setup(
             control, [{"type": "sleep", "parameters": {"seconds": 0}}, {"type": "googledrive"}]
         )
-    with pytest.raises(SetupFailed, match=r"setup step 1 \(execute\) exited with 3"):
-        run_setup(
-            control, [{"type": "execute", "parameters": {"command": "exit 3", "shell": True}}]
-        )
+    # As in OSWorld, a command that fails is logged, and the setup goes on.
+    log = run_setup(
+        control, [{"type": "execute", "parameters": {"command": "exit 3", "shell": True}}]
+    )
+    assert log == ["setup step 1 (execute): exited with 3: "]
 
 
 def test_setup_opens_a_url_in_the_desktops_browser(template, desktops):

@@ -465,7 +465,7 @@ def _devtools(body: dict[str, Any]) -> dict[str, Any]:
         if "expression" in body:
             value = devtools.evaluate(str(body["target"]), str(body["expression"]))
             return {"value": value}
-        status, text = devtools.http(str(body.get("method", "GET")), str(body["path"]))
+        status, text = devtools.request(str(body.get("method", "GET")), str(body["path"]))
         return {"status": status, "body": text}
     except devtools.DevToolsError as error:
         return {"error": str(error)}

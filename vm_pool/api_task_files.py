@@ -5,9 +5,14 @@
 - ``POST /api/task-files/`` multipart ``{url, file}``: keep ``file`` as the file at ``url``,
   replacing what was kept for that URL; setups then use it and never fetch the URL. This is how
   a platform with no way out to the internet gets OSWorld's files.
+- ``POST /api/task-files/archive/`` multipart ``{file}``: a .zip or .tar(.gz) of many files, each
+  named by its URL (``vm_pool.task_file_archives``); stored whole or not at all, answered with
+  the counts ``stored``, ``replaced``, ``unchanged`` and each file's result. The request may be
+  up to ``TANDEM_TASK_ARCHIVE_MAX_BYTES`` (1 GB by default), each file in it up to the
+  single upload's limit.
 - ``DELETE /api/task-files/{id}/``: forget it; the next setup that needs it fetches the URL.
 
-Project managers and admins, the people who import tasks, may do all three; everyone else gets
+Project managers and admins, the people who import tasks, may do all of it; everyone else gets
 "permission denied". Tokens need ``tasks:read`` or ``tasks:write``.
 """
 
@@ -18,13 +23,14 @@ from django.core.exceptions import RequestDataTooBig
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, serializers, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from backend.accounts.permissions import TokenScopePermission
 from backend.accounts.roles import Capability, role_allows
-from vm_pool import downloads
+from vm_pool import downloads, task_file_archives
 from vm_pool.models import TaskFile
 
 # Room for the multipart envelope and the url field around the file itself.
@@ -63,6 +69,13 @@ class TaskFileUploadSerializer(serializers.Serializer):
         return url
 
 
+class TaskFileArchiveSerializer(serializers.Serializer):
+    file = serializers.FileField(
+        help_text="A .zip or .tar(.gz) holding an index.json {url: path}, or files named by "
+        "their percent-encoded URL."
+    )
+
+
 class TaskFileViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
     serializer_class = TaskFileSerializer
     permission_classes = [permissions.IsAuthenticated, TokenScopePermission, ImportsTasks]
@@ -93,6 +106,24 @@ class TaskFileViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.
             body.validated_data["url"], upload.read(), TaskFile.Source.UPLOADED, request.user
         )
         return Response(TaskFileSerializer(task_file).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request={"multipart/form-data": TaskFileArchiveSerializer},
+        responses={201: dict},
+    )
+    @action(detail=False, methods=["post"])
+    def archive(self, request: Request) -> Response:
+        limit = settings.TANDEM_TASK_ARCHIVE_MAX_BYTES
+        too_large = RequestDataTooBig(f"An archive of task files may be at most {limit:,} bytes.")
+        if int(request.META.get("CONTENT_LENGTH") or 0) > limit + MULTIPART_OVERHEAD_BYTES:
+            raise too_large
+        body = TaskFileArchiveSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        upload = body.validated_data["file"]
+        if upload.size > limit:
+            raise too_large
+        report = task_file_archives.store_archive(upload, request.user)
+        return Response(report.as_dict(), status=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance: TaskFile) -> None:
         downloads.delete_task_file(instance)

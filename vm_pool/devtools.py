@@ -5,7 +5,7 @@ OSWorld's tasks drive the running Chrome over its debugging port (``--remote-deb
 lives in the desktop's own network namespace: nothing outside the desktop can reach it, and the
 platform reaches it only through the agent, which asks here:
 
-- ``http(method, path)``: the port's HTTP endpoints (``/json/list``, ``/json/new?<url>``,
+- ``request(method, path)``: the port's HTTP endpoints (``/json/list``, ``/json/new?<url>``,
   ``/json/close/<id>``, ``/json/activate/<id>``, ``/json/version``);
 - ``evaluate(target_id, expression)``: run JavaScript in one tab (``Runtime.evaluate`` over the
   tab's WebSocket) and return its value, for the evaluators that read a page.
@@ -32,7 +32,7 @@ class DevToolsError(RuntimeError):
     """The browser's debugging port is closed, or answered something unusable."""
 
 
-def http(method: str, path: str, timeout: float = TIMEOUT_S) -> tuple[int, str]:
+def request(method: str, path: str, timeout: float = TIMEOUT_S) -> tuple[int, str]:
     """One request to the debugging port's HTTP endpoints (paths under ``/json`` only)."""
     if method not in ("GET", "PUT") or not path.startswith("/json"):
         raise DevToolsError(f"only GET and PUT of /json… paths are allowed, not {method} {path}")
@@ -50,7 +50,7 @@ def http(method: str, path: str, timeout: float = TIMEOUT_S) -> tuple[int, str]:
 
 def tabs() -> list[dict[str, Any]]:
     """The open pages, the most recently active first (as the port lists them)."""
-    status, body = http("GET", "/json/list")
+    status, body = request("GET", "/json/list")
     if status != 200:
         raise DevToolsError(f"/json/list answered {status}: {body[:200]}")
     return [t for t in json.loads(body) if t.get("type") == "page"]

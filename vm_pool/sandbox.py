@@ -57,7 +57,9 @@ VNC_SOCKET = "vnc.sock"
 TMP_SIZE = 1024 * 1024 * 1024  # the private /tmp is memory, counted in the memory cgroup too
 PACKAGE = Path(__file__).resolve().parent
 # What the agent imports of vm_pool (the capture stack for /observe is the desktop image's).
-AGENT_MODULES = ("__init__.py", "agent.py", "actions.py", "action_space.py", "action_text.py")
+AGENT_MODULES = (
+    "__init__.py", "agent.py", "actions.py", "action_space.py", "action_text.py", "devtools.py"
+)  # fmt: skip
 HOST_X11_DIR = Path("/tmp/.X11-unix")
 PASSWD = (
     "root:x:0:0:root:/root:/usr/sbin/nologin\n"

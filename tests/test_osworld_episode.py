@@ -1,0 +1,122 @@
+"""An OSWorld Calc task, its JSON as published, run end to end in a container desktop.
+
+The task (``tests/data/osworld/51b11269-….json``: "sort the records according to the amounts
+ascendingly") is imported unchanged. Its two files (the workbook the setup downloads, the gold
+workbook the evaluator compares with) are made here with openpyxl and put in the task-file
+cache under the task's own URLs, as a manager does on a machine without internet. The setup
+downloads and opens the workbook in LibreOffice Calc; the annotator's steps are executed on the
+desktop; when the episode ends, the evaluator's postconfig saves the document (pyautogui's
+ctrl+s, as published), ``vm_file`` reads it back, ``cloud_file`` takes the gold one from the
+cache and ``compare_table`` scores them.
+
+Solved (the annotator types the amounts in order over the old ones), it scores 1; left as it
+was (the annotator says finished at once), it scores 0.
+"""
+
+import io
+import json
+from pathlib import Path
+
+import openpyxl
+import pytest
+
+from annotation import episodes, evaluations
+from annotation.importer import import_tasks
+from annotation.models import Decision, Episode, EvaluationStatus, Project, Step
+from backend.accounts.roles import Role
+from vm_pool import pool
+from vm_pool.downloads import store_task_file
+from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, TaskFile
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("container_desktops"),
+]
+
+TASK_FILE = Path(__file__).parent / "data" / "osworld" / "51b11269-2ca8-4b2a-9163-f21758420e78.json"
+AMOUNTS = [42, 7, 19, 3, 25]
+
+
+def workbook(amounts: list[int]) -> bytes:
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.append(["Amount"])
+    for amount in amounts:
+        sheet.append([amount])
+    buffer = io.BytesIO()
+    book.save(buffer)
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def calc_task(loop_settings, make_user, project):
+    """The published task imported into a project of container desktops, its files cached."""
+    template = DesktopTemplate.objects.create(
+        name="office", provider="docker", width=1280, height=800, min_ready=0
+    )
+    Project.objects.filter(pk=project.pk).update(environment_template="office")
+    manager = make_user("maria", project, Role.MANAGER)
+    report = import_tasks(project, TASK_FILE.read_bytes(), TASK_FILE.name, manager)
+    assert report.created == ["51b11269-2ca8-4b2a-9163-f21758420e78"]
+    published = json.loads(TASK_FILE.read_text())
+    start_url = published["config"][0]["parameters"]["files"][0]["url"]
+    gold_url = published["evaluator"]["expected"]["path"]
+    store_task_file(start_url, workbook(AMOUNTS), TaskFile.Source.UPLOADED, manager)
+    store_task_file(gold_url, workbook(sorted(AMOUNTS)), TaskFile.Source.UPLOADED, manager)
+    desktop = pool.start_desktop(pool.create_desktop(template, loop_settings.TANDEM_HOST).pk)
+    assert desktop.status == DesktopStatus.READY, desktop.broken_reason
+    return make_user("ann", project, Role.ANNOTATOR)
+
+
+def correct(episode: Episode, index: int, thought: str, action: dict) -> bool:
+    """The annotator's own step at ``index``, executed as the host's worker would; whether it
+    ended the episode."""
+    receipt = episodes.decide(
+        episode.pk, episode.annotator, index, Decision.CORRECTED, thought=thought, action=action
+    )
+    if receipt.ends_episode:
+        return True
+    episodes.execute_step(Step.objects.get(episode=episode, index=index).pk)
+    return False
+
+
+def run(annotator, project, steps: list[tuple[str, dict]]) -> Episode:
+    episode = episodes.start_episode(annotator, Project.objects.filter(pk=project.pk))
+    episodes.prepare_episode(episode.pk)
+    episode.refresh_from_db()
+    assert episode.ended_at is None, episode.end_reason
+    for index, (thought, action) in enumerate(steps, start=1):
+        assert Step.objects.filter(episode=episode, index=index).exists()
+        correct(episode, index, thought, action)
+    episode.refresh_from_db()
+    # The desktop is kept for the evaluator, whose job runs on the desktop's host.
+    assert episode.evaluation_status == EvaluationStatus.PENDING
+    assert Desktop.objects.get(pk=episode.desktop_id).status == DesktopStatus.LEASED
+    evaluations.evaluate_episode(episode.pk)
+    episode.refresh_from_db()
+    return episode
+
+
+FINISHED = ("The amounts are in order.", {"type": "finished", "content": ""})
+
+
+def test_the_published_calc_task_solved_by_the_annotator_scores_1(calc_task, project):
+    steps = [("Go to the first amount.", {"type": "hotkey", "keys": ["down"]})]
+    steps += [(f"Type {a}.", {"type": "type", "content": f"{a}\n"}) for a in sorted(AMOUNTS)]
+    episode = run(calc_task, project, [*steps, FINISHED])
+
+    assert episode.evaluation_status == EvaluationStatus.SCORED, episode.evaluation
+    assert episode.task_success == 1.0, episode.evaluation
+    (metric,) = episode.evaluation["metrics"]
+    assert (metric["func"], metric["score"]) == ("compare_table", 1.0)
+    # The desktop went back to the pool once it was read.
+    assert Desktop.objects.get(pk=episode.desktop_id).status != DesktopStatus.LEASED
+
+
+def test_the_same_task_left_unsolved_scores_0(calc_task, project):
+    episode = run(calc_task, project, [FINISHED])
+
+    assert episode.evaluation_status == EvaluationStatus.SCORED, episode.evaluation
+    assert episode.task_success == 0.0
+    (metric,) = episode.evaluation["metrics"]
+    assert (metric["func"], metric["score"]) == ("compare_table", 0.0)

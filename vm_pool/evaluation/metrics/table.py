@@ -1,0 +1,380 @@
+"""Spreadsheet metrics: compare_table (OSWorld's rule list over two .xlsx books) and compare_csv.
+
+compare_table runs ``options["rules"]`` in order and scores 1 only if every rule holds. Rule
+types implemented, with OSWorld's parameters: sheet_name, sheet_data (``precision``, default 4),
+sheet_print (``ignore_case``; reads the ``<book>-<sheet>.csv`` files the task's postconfig
+exported), sheet_fuzzy, style (``props``; conditional formatting only for ``cellIs`` rules with
+literal operands), freeze, zoom, data_validation, row_props, col_props, check_cell. Rule types
+not listed here (chart, pivot_table, filter, sparkline) raise MetricError before anything is
+scored, so a task that needs one is never passed by mistake.
+
+Like OSWorld, the result must be an .xlsx book: a missing or unreadable one scores 0.
+"""
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import openpyxl
+import pandas as pd
+from openpyxl import Workbook
+from openpyxl.utils import get_column_letter
+from openpyxl.worksheet.cell_range import MultiCellRange
+from openpyxl.worksheet.worksheet import Worksheet
+from rapidfuzz import fuzz
+
+from vm_pool.evaluation.metrics.errors import MetricError
+from vm_pool.evaluation.metrics.rules import match_value_to_rule
+from vm_pool.evaluation.metrics.workbook import (
+    printed_sheet,
+    read_cell_style,
+    read_cell_value,
+    read_lines,
+    resolve_sheet,
+)
+
+
+def compare_csv(result: str | None, expected: str | list[str], **options: Any) -> float:
+    """1 when the result's lines equal those of the expected file (or of any of several).
+
+    ``strict`` (default True) compares lines as they are; False strips each line first.
+    ``ignore_case`` (default False) lowercases both.
+    """
+    if result is None:
+        return 0.0
+    try:
+        result_lines = _csv_lines(result, **options)
+    except OSError:
+        return 0.0
+    for expected_path in [expected] if isinstance(expected, str) else expected:
+        try:
+            if result_lines == _csv_lines(expected_path, **options):
+                return 1.0
+        except OSError:
+            continue
+    return 0.0
+
+
+def _csv_lines(path: str, strict: bool = True, ignore_case: bool = False, **_: Any) -> list[str]:
+    lines = read_lines(path)
+    if not strict:
+        lines = [line.strip() for line in lines]
+    if ignore_case:
+        lines = [line.lower() for line in lines]
+    return lines
+
+
+@dataclass
+class _Books:
+    """The result and expected workbooks, each as a path, an openpyxl book and a pandas book."""
+
+    result_path: str
+    result_xl: Workbook
+    result_pd: pd.ExcelFile
+    expected_path: str | None = None
+    expected_xl: Workbook | None = None
+    expected_pd: pd.ExcelFile | None = None
+
+    def _resolve(self, sheet_idx: int | str, result: Any, expected: Any) -> tuple[Any, str]:
+        expected_names = self.expected_pd.sheet_names if self.expected_pd is not None else None
+        return resolve_sheet(
+            sheet_idx, result, expected, list(self.result_pd.sheet_names), expected_names
+        )
+
+    def path(self, sheet_idx: int | str) -> tuple[str, str]:
+        return self._resolve(sheet_idx, self.result_path, self.expected_path)
+
+    def worksheet(self, sheet_idx: int | str) -> Worksheet | None:
+        book, name = self._resolve(sheet_idx, self.result_xl, self.expected_xl)
+        return book[name] if name in book.sheetnames else None
+
+    def frame(self, sheet_idx: int | str) -> pd.DataFrame | None:
+        book, name = self._resolve(sheet_idx, self.result_pd, self.expected_pd)
+        if name not in book.sheet_names:
+            return None
+        return pd.read_excel(book, name)
+
+
+def compare_table(result: str | None, expected: str | None = None, **options: Any) -> float:
+    """1 when every rule in ``options["rules"]`` holds for the result book (and the expected)."""
+    rules: list[dict[str, Any]] = options.get("rules") or []
+    if not rules:
+        raise MetricError("compare_table needs a non-empty 'rules' option")
+    for rule in rules:
+        if rule.get("type") not in _RULE_CHECKS:
+            raise MetricError(f"compare_table rule type {rule.get('type')!r} is not supported")
+    if result is None or not os.path.exists(result):
+        return 0.0
+    try:
+        books = _Books(result, openpyxl.load_workbook(result), pd.ExcelFile(result))
+    except Exception:  # any unreadable result is the agent's failure
+        return 0.0
+    if expected is not None:
+        try:
+            books.expected_path = expected
+            books.expected_xl = openpyxl.load_workbook(expected)
+            books.expected_pd = pd.ExcelFile(expected)
+        except Exception as error:
+            raise MetricError(f"expected workbook {expected!r} is unreadable: {error}") from error
+    for rule in rules:
+        if not _RULE_CHECKS[rule["type"]](books, rule):
+            return 0.0
+    return 1.0
+
+
+def _sheet_name(books: _Books, rule: dict[str, Any]) -> bool:
+    expected_names = books.expected_pd.sheet_names if books.expected_pd is not None else None
+    return books.result_pd.sheet_names == expected_names
+
+
+def _sheet_data(books: _Books, rule: dict[str, Any]) -> bool:
+    precision = rule.get("precision", 4)
+    first = books.frame(rule["sheet_idx0"])
+    second = books.frame(rule["sheet_idx1"])
+    if first is None or second is None:
+        return False
+    return bool(first.round(precision).equals(second.round(precision)))
+
+
+def _sheet_print(books: _Books, rule: dict[str, Any]) -> bool:
+    first = printed_sheet(*books.path(rule["sheet_idx0"]))
+    second = printed_sheet(*books.path(rule["sheet_idx1"]))
+    if first is None or second is None:
+        return False
+    if rule.get("ignore_case", False):
+        first = [line.lower() for line in first]
+        second = [line.lower() for line in second]
+    return first == second
+
+
+def _sheet_fuzzy(books: _Books, rule: dict[str, Any]) -> bool:
+    first = books.path(rule["sheet_idx0"])
+    second = books.path(rule["sheet_idx1"])
+    for cell_rule in rule["rules"]:
+        for cell_range in MultiCellRange(cell_rule["range"]):
+            for row, column in cell_range.cells:
+                coordinate = f"{get_column_letter(column)}{row}"
+                value1 = str(read_cell_value(*first, coordinate))
+                value2 = str(read_cell_value(*second, coordinate))
+                if not _fuzzy_cell_match(value1, value2, cell_rule):
+                    return False
+    return True
+
+
+def _fuzzy_cell_match(value1: str, value2: str, rule: dict[str, Any]) -> bool:
+    for old, new in rule.get("normalization", []):
+        value1, value2 = value1.replace(old, new), value2.replace(old, new)
+    if "trim_leadings" in rule:
+        value1, value2 = value1.lstrip(rule["trim_leadings"]), value2.lstrip(rule["trim_leadings"])
+    if "trim_trailings" in rule:
+        trailing = rule["trim_trailings"]
+        value1, value2 = value1.rstrip(trailing), value2.rstrip(trailing)
+    if "ignore_chars" in rule:
+        ignored = set(rule["ignore_chars"])
+        value1 = "".join(ch for ch in value1 if ch not in ignored)
+        value2 = "".join(ch for ch in value2 if ch not in ignored)
+    if rule.get("ignore_case", False):
+        value1, value2 = value1.lower(), value2.lower()
+    match_type = rule["type"]
+    if match_type == "includes":
+        return value2 in value1
+    if match_type == "included_by":
+        return value1 in value2
+    if match_type == "fuzzy_match":
+        return fuzz.ratio(value1, value2) >= rule.get("threshold", 85.0)
+    if match_type == "exact_match":
+        return value1 == value2
+    raise MetricError(f"sheet_fuzzy match type {match_type!r} is not supported")
+
+
+def _style(books: _Books, rule: dict[str, Any]) -> bool:
+    props: list[str] = rule.get("props", [])
+    styles = []
+    for key in ("sheet_idx0", "sheet_idx1"):
+        path, name = books.path(rule[key])
+        styles.append(_sheet_styles(books.worksheet(rule[key]), path, name, props))
+    return styles[0] == styles[1]
+
+
+def _sheet_styles(
+    sheet: Worksheet | None, path: str, sheet_name: str, props: list[str]
+) -> dict[str, list[Any]]:
+    """Each cell's concerned styles, conditional formatting applied, as OSWorld's
+    ``load_xlsx_styles`` builds them."""
+    if sheet is None:
+        return {}
+    styles = {
+        cell.coordinate: [read_cell_style(prop, cell) for prop in props]
+        for column in sheet.iter_cols()
+        for cell in column
+    }
+    for formatting in sheet.conditional_formatting:
+        for cf_rule in formatting.rules:
+            is_active = _conditional_test(cf_rule)
+            if is_active is None:
+                continue
+            empty_cells = 0
+            for cell_range in formatting.cells:
+                for row, column in cell_range.cells:
+                    coordinate = f"{get_column_letter(column)}{row}"
+                    value = read_cell_value(path, sheet_name, coordinate)
+                    if value is None:
+                        # OSWorld gives up on a range after 50 empty cells, counted per rule.
+                        empty_cells += 1
+                        if empty_cells > 50:
+                            break
+                        continue
+                    if is_active(value):
+                        cell = sheet.cell(row=row, column=column)
+                        styles[coordinate] = [
+                            read_cell_style(prop, cell, cf_rule.dxf) for prop in props
+                        ]
+    return styles
+
+
+_FORMULA_CONDITIONS = {
+    "expression",
+    "containsText",
+    "notContainsText",
+    "endsWith",
+    "beginsWith",
+    "containsErrors",
+    "notContainsErrors",
+}
+
+
+def _conditional_test(cf_rule: Any) -> Callable[[Any], bool] | None:
+    """The test a conditional-formatting rule applies to a cell value.
+
+    None for the rule types OSWorld does not evaluate either (top10, aboveAverage, ...).
+    """
+    if cf_rule.type in _FORMULA_CONDITIONS:
+        raise MetricError(f"conditional formatting of type {cf_rule.type!r} needs a formula engine")
+    if cf_rule.type != "cellIs":
+        return None
+    op = cf_rule.operator
+    if op not in _CELL_IS:
+        raise MetricError(f"conditional formatting operator {op!r} is not supported")
+    refs = [_literal(formula) for formula in cf_rule.formula]
+
+    def is_active(value: Any) -> bool:
+        try:
+            return _CELL_IS[op](value, refs)
+        except (TypeError, IndexError, ValueError):
+            return False
+
+    return is_active
+
+
+def _literal(formula: str) -> float | str:
+    text = formula.strip()
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        return text[1:-1]
+    try:
+        return float(text)
+    except ValueError:
+        raise MetricError(
+            f"conditional formatting formula {formula!r} needs a formula engine"
+        ) from None
+
+
+_CELL_IS: dict[str, Callable[[Any, list[Any]], bool]] = {
+    "lessThanOrEqual": lambda v, r: v <= r[0],
+    "lessThan": lambda v, r: v < r[0],
+    "equal": lambda v, r: v == r[0],
+    "greaterThanOrEqual": lambda v, r: v >= r[0],
+    "notEqual": lambda v, r: v != r[0],
+    "greaterThan": lambda v, r: v > r[0],
+    "between": lambda v, r: min(r) <= v <= max(r),
+    "notBetween": lambda v, r: v < min(r) or v > max(r),
+}
+
+
+def _freeze(books: _Books, rule: dict[str, Any]) -> bool:
+    first = books.worksheet(rule["sheet_idx0"])
+    second = books.worksheet(rule["sheet_idx1"])
+    if first is None or second is None:
+        return False
+    return bool(first.freeze_panes == second.freeze_panes)
+
+
+def _zoom(books: _Books, rule: dict[str, Any]) -> bool:
+    sheet = books.worksheet(rule["sheet_idx"])
+    if sheet is None:
+        return False
+    return match_value_to_rule(sheet.sheet_view.zoomScale or 100.0, rule)
+
+
+def _data_validation(books: _Books, rule: dict[str, Any]) -> bool:
+    """Every validation in the sheet matches one of ``dv_props``, and there are enough of them."""
+    sheet = books.worksheet(rule["sheet_idx"])
+    if sheet is None:
+        return False
+    validations = sheet.data_validations.dataValidation
+    if len(validations) < len(rule["dv_props"]):
+        return False
+    return all(
+        any(
+            all(match_value_to_rule(getattr(validation, attr), mr) for attr, mr in props.items())
+            for props in rule["dv_props"]
+        )
+        for validation in validations
+    )
+
+
+def _dimensions(books: _Books, sheet_idx: int | str, kind: str, props: list[str]) -> dict:
+    sheet = books.worksheet(sheet_idx)
+    if sheet is None:
+        return {}
+    holder = sheet.row_dimensions if kind == "row" else sheet.column_dimensions
+    return {key: {prop: getattr(dim, prop) for prop in props} for key, dim in holder.items()}
+
+
+def _row_props(books: _Books, rule: dict[str, Any]) -> bool:
+    props = rule.get("props", [])
+    return _dimensions(books, rule["sheet_idx0"], "row", props) == _dimensions(
+        books, rule["sheet_idx1"], "row", props
+    )
+
+
+def _col_props(books: _Books, rule: dict[str, Any]) -> bool:
+    props = rule.get("props", [])
+    return _dimensions(books, rule["sheet_idx0"], "column", props) == _dimensions(
+        books, rule["sheet_idx1"], "column", props
+    )
+
+
+def _check_cell(books: _Books, rule: dict[str, Any]) -> bool:
+    """Each property of one cell (``value`` or a style) satisfies its value rule."""
+    sheet = books.worksheet(rule["sheet_idx"])
+    if sheet is None:
+        return False
+    coordinate: str = rule["coordinate"]
+    cell = sheet[coordinate]
+    for prop, value_rule in rule["props"].items():
+        if prop == "value":
+            value = read_cell_value(*books.path(rule["sheet_idx"]), coordinate)
+        else:
+            value = read_cell_style(prop, cell)
+        try:
+            if not match_value_to_rule(value, value_rule):
+                return False
+        except (TypeError, ValueError):
+            return False
+    return True
+
+
+_RULE_CHECKS: dict[str, Callable[[_Books, dict[str, Any]], bool]] = {
+    "sheet_name": _sheet_name,
+    "sheet_data": _sheet_data,
+    "sheet_print": _sheet_print,
+    "sheet_fuzzy": _sheet_fuzzy,
+    "style": _style,
+    "freeze": _freeze,
+    "zoom": _zoom,
+    "data_validation": _data_validation,
+    "row_props": _row_props,
+    "col_props": _col_props,
+    "check_cell": _check_cell,
+}
