@@ -50,6 +50,14 @@ class ExportFiltersSerializer(serializers.Serializer):
     annotator = serializers.CharField(required=False, allow_null=True, max_length=150)
     include_accepted = serializers.BooleanField(default=False)
     exclude_held_out = serializers.BooleanField(default=False)
+    min_task_success = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        min_value=0.0,
+        max_value=1.0,
+        help_text="Only episodes their task's evaluator scored at least this (0–1); "
+        "episodes with no score are left out.",
+    )
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):

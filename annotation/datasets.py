@@ -111,6 +111,8 @@ class Context:
     history: tuple[HistoryTurn, ...]
     screenshots: tuple[str, ...]  # the last IMAGE_WINDOW observations, oτ last
     screen_sizes: tuple[ScreenSize, ...]  # one per screenshot
+    # The episode's score by its task's evaluator (0–1), None where it was not scored.
+    task_success: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +156,7 @@ class CtSample:
     platform: str
     outcome: str
     steps: tuple[HistoryTurn, ...]
+    task_success: float | None = None
 
 
 Sample = ErrorCorrectionPair | PostReflectionPair | SftSample | CtSample
@@ -172,6 +175,8 @@ class Filters:
     # Leave out the held-out split (model_serving.evaluation.is_held_out): datasets meant for
     # fine-tuning must, so that offline evaluation scores steps the model never trained on.
     exclude_held_out: bool = False
+    # Only episodes their task's evaluator scored at least this (unscored ones are left out).
+    min_task_success: float | None = None
 
 
 @dataclass
@@ -246,6 +251,8 @@ def _episodes(filters: Filters, kind: str) -> QuerySet[Episode]:
         episodes = episodes.filter(model_version=filters.model_version)
     if filters.annotator_id is not None:
         episodes = episodes.filter(annotator_id=filters.annotator_id)
+    if filters.min_task_success is not None:
+        episodes = episodes.filter(task_success__gte=filters.min_task_success)
     if filters.review_status == "unreviewed":
         episodes = episodes.filter(review_verdict__isnull=True)
     elif filters.review_status != "any":
@@ -266,6 +273,7 @@ _EPISODE_COLUMNS = (
     "outcome",
     "review_verdict",
     "review_first_wrong_step",
+    "task_success",
 )
 _STEP_COLUMNS = (
     "pk",
@@ -301,6 +309,7 @@ class _EpisodeRow:
     outcome: str
     review_verdict: str | None
     review_first_wrong_step: int | None
+    task_success: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,6 +394,7 @@ def _context(episode: _EpisodeRow, turns: list[HistoryTurn], at: int) -> Context
         history=tuple(turns[:at]),
         screenshots=tuple(t.screenshot for t in window),
         screen_sizes=tuple(t.screen for t in window),
+        task_success=episode.task_success,
     )
 
 
@@ -471,4 +481,5 @@ def _ct_sample(episode: _EpisodeRow, finals: list[_Final]) -> CtSample:
         platform=episode.platform,
         outcome=episode.outcome,
         steps=tuple(f.turn for f in finals),
+        task_success=episode.task_success,
     )

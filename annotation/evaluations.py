@@ -64,12 +64,13 @@ def evaluate_episode(episode_id: int) -> None:
     episode = Episode.objects.select_related("task", "desktop", "annotator").get(pk=episode_id)
     if episode.evaluation_status != EvaluationStatus.PENDING:
         return  # a duplicate delivery: the first one scored it
-    if episode.desktop is None or not owns_desktop(episode):
+    desktop_id = episode.desktop_id
+    if episode.desktop is None or desktop_id is None or not owns_desktop(episode):
         _store(episode.pk, EvaluationStatus.FAILED, None, {"error": "the desktop was lost"})
         return
     try:
         pool.renew_desktop_lease(
-            episode.desktop_id, episode.annotator, EVALUATION_LEASE_S, episode.desktop_generation
+            desktop_id, episode.annotator, EVALUATION_LEASE_S, episode.desktop_generation
         )
         control = pool.control_for(episode.desktop)
         gave_up = episode.outcome == EpisodeOutcome.CALL_USER
@@ -85,5 +86,5 @@ def evaluate_episode(episode_id: int) -> None:
     finally:
         with transaction.atomic():
             pool.release_desktop(
-                episode.desktop_id, episode.annotator, generation=episode.desktop_generation
+                desktop_id, episode.annotator, generation=episode.desktop_generation
             )

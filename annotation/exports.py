@@ -107,17 +107,29 @@ class ExportFilters:
     annotator: str | None = None  # username
     include_accepted: bool = False
     exclude_held_out: bool = False  # leave out the evaluation split, as fine-tuning needs
+    min_task_success: float | None = None  # only episodes the task's evaluator scored this high
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "date_from": self.date_from.isoformat() if self.date_from else None,
-            "date_to": self.date_to.isoformat() if self.date_to else None,
-            "model_version": self.model_version,
-            "review_status": self.review_status,
-            "annotator": self.annotator,
-            "include_accepted": self.include_accepted,
-            "exclude_held_out": self.exclude_held_out,
-        }
+        scored = (
+            {} if self.min_task_success is None else {"min_task_success": self.min_task_success}
+        )
+        return (
+            scored
+            | {
+                "date_from": self.date_from.isoformat() if self.date_from else None,
+                "date_to": self.date_to.isoformat() if self.date_to else None,
+                "model_version": self.model_version,
+                "review_status": self.review_status,
+                "annotator": self.annotator,
+                "include_accepted": self.include_accepted,
+                "exclude_held_out": self.exclude_held_out,
+            }
+            | (
+                {"min_task_success": self.min_task_success}
+                if self.min_task_success is not None
+                else {}
+            )
+        )
 
 
 def create_export(
@@ -309,6 +321,7 @@ def _filters(export: DatasetExport) -> tuple[datasets.Filters, bool]:
         review_status=given.get("review_status") or "any",
         annotator_id=annotator_id,
         exclude_held_out=bool(given.get("exclude_held_out")),
+        min_task_success=given.get("min_task_success"),
     )
     return filters, bool(given.get("include_accepted"))
 

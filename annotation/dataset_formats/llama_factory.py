@@ -126,6 +126,8 @@ def sample_for(
         raise ValueError(f"unknown LLaMA-Factory kind {kind!r}; one of sft, dpo")
     sample["system"] = SYSTEM_PROMPT
     sample["images"] = [image_path(sha) for sha in context.screenshots]
+    if context.task_success is not None:  # provenance, not a column of dataset_info
+        sample["task_success"] = context.task_success
     return sample
 
 

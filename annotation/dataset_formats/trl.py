@@ -86,7 +86,11 @@ PAIR_KINDS = {"ErrorCorrectionPair": "error_correction", "PostReflectionPair": "
 
 def features(kind: Kind) -> Features:
     """The Hugging Face features of a kind's rows (column order as written)."""
-    step = {"episode_id": Value("int64"), "step_index": Value("int64")}
+    step = {
+        "episode_id": Value("int64"),
+        "step_index": Value("int64"),
+        "task_success": Value("float64"),
+    }
     if kind == "sft":
         columns = {"prompt": MESSAGES, "completion": MESSAGES, "images": IMAGES}
         return Features({**columns, **step, "sample_kind": Value("string")})
@@ -100,6 +104,7 @@ def features(kind: Kind) -> Features:
                 "images": IMAGES,
                 "episode_id": Value("int64"),
                 "outcome": Value("string"),
+                "task_success": Value("float64"),
             }
         )
     raise ValueError(f"unknown TRL kind {kind!r}; one of sft, dpo, ct")
@@ -137,6 +142,7 @@ def row_for(record: Sample, kind: Kind, renderer: Renderer) -> tuple[dict[str, A
             "messages": [_message(t) for t in turns],
             "episode_id": record.episode_id,
             "outcome": record.outcome,
+            "task_success": record.task_success,
         }
         return row, screenshots(turns)
     if kind == "sft":
@@ -162,7 +168,11 @@ def row_for(record: Sample, kind: Kind, renderer: Renderer) -> tuple[dict[str, A
         }
     else:
         raise ValueError(f"unknown TRL kind {kind!r}; one of sft, dpo, ct")
-    row |= {"episode_id": record.episode_id, "step_index": record.step_index}
+    row |= {
+        "episode_id": record.episode_id,
+        "step_index": record.step_index,
+        "task_success": record.context.task_success,
+    }
     return row, screenshots(turns)
 
 

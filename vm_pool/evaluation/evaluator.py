@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from vm_pool.evaluation.getters import GETTERS, GetterError, Reading
-from vm_pool.evaluation.metrics.errors import MetricError
+from vm_pool.evaluation.metrics import METRICS, MetricError
 from vm_pool.providers.base import DesktopControl, DesktopError
 from vm_pool.setup_base import SetupFailed, SetupRun
 from vm_pool.setup_runner import run_steps
@@ -72,19 +72,14 @@ def _as_list(value: Any, count: int, name: str) -> list[Any]:
     return [value] * count
 
 
-def _metrics() -> dict[str, Callable[..., float]]:
-    from vm_pool.evaluation.metrics import METRICS
-
-    return METRICS
-
-
 def check(evaluator: dict[str, Any]) -> list[str]:
     """The metric names of an evaluator, refusing what this platform cannot run."""
     func = evaluator.get("func")
-    names = func if isinstance(func, list) else [func]
-    if not names or not all(isinstance(n, str) and n for n in names):
+    given = func if isinstance(func, list) else [func]
+    names = [n for n in given if isinstance(n, str) and n]
+    if not names or len(names) != len(given):
         raise EvaluationFailed("'func' must be a metric name or a list of them")
-    unknown = [n for n in names if n != INFEASIBLE and n not in _metrics()]
+    unknown = [n for n in names if n != INFEASIBLE and n not in METRICS]
     if unknown:
         raise EvaluationFailed(f"metric {', '.join(unknown)} is not supported here")
     for key in ("result", "expected"):
@@ -158,7 +153,7 @@ def _one(
     except (GetterError, DesktopError, KeyError, ValueError, OSError) as error:
         # OSWorld scores a metric whose file cannot be had as 0 (its "file not found").
         return 0.0, {"score": 0.0, "error": f"getter: {type(error).__name__}: {error}"}
-    metric = _metrics()[name]
+    metric = METRICS[name]
     arguments = (actual, wanted) if expected else (actual,)
     try:
         value = float(metric(*arguments, **(options or {})))
