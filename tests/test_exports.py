@@ -272,3 +272,41 @@ def test_the_job_checks_in_as_episodes_are_read_even_without_records(
     )
     assert list(records) == []
     assert seen == sorted(ids)
+
+
+def test_exports_keep_only_episodes_their_evaluator_scored_high_enough(
+    api, project, recorded, tmp_path
+):
+    ids = list(
+        Episode.objects.filter(task__project=project).order_by("pk").values_list("pk", flat=True)
+    )
+    scores = {ids[0]: 1.0, ids[1]: 1.0, ids[2]: 0.5, ids[3]: 0.0}  # the others: not scored
+    for pk, score in scores.items():
+        Episode.objects.filter(pk=pk).update(task_success=score, evaluation_status="scored")
+    per_episode = expected(STEPS).sft
+
+    export = build(api, create(api, project, "sft", min_task_success=1.0)["id"])
+    assert export["filters"]["min_task_success"] == 1.0
+    assert export["counts"]["samples"] == 2 * per_episode
+    out = download_all(api, export, tmp_path / "solved")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["filters"]["min_task_success"] == 1.0
+    loaded = datasets.load_dataset("parquet", data_files=str(out / "data" / "*.parquet"))["train"]
+    assert set(loaded["episode_id"]) == {ids[0], ids[1]} and set(loaded["task_success"]) == {1.0}
+
+    half = build(api, create(api, project, "sft", min_task_success=0.5)["id"])
+    assert half["counts"]["samples"] == 3 * per_episode
+    # Without the filter every episode is read, and the unscored ones say so with a null.
+    everything = download_all(api, build(api, create(api, project, "sft")["id"]), tmp_path / "all")
+    rows = datasets.load_dataset("parquet", data_files=str(everything / "data" / "*.parquet"))
+    by_episode = dict(zip(rows["train"]["episode_id"], rows["train"]["task_success"], strict=True))
+    assert by_episode == {pk: scores.get(pk) for pk in ids}
+
+    response = api.post(
+        "/api/exports/",
+        {"project": project.pk, "kind": "sft", "filters": {"min_task_success": 1.5}},
+        format="json",
+    )
+    assert response.status_code == 400 and "min_task_success" in str(response.json()), (
+        response.json()
+    )
