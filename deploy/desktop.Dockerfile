@@ -61,8 +61,11 @@ COPY --chown=1000:1000 vm_pool/home_template/ /home/user/
 # container is the sandbox.
 RUN echo 'export CHROMIUM_FLAGS="$CHROMIUM_FLAGS --no-sandbox"' > /etc/chromium.d/tandem-sandbox
 
-# LibreOffice starts as a task expects it: no tip of the day, no first-start notices.
+# LibreOffice starts as a task expects it: no tip of the day, no first-start notices, and saves
+# a document in its own format without asking.
 COPY deploy/desktop/libreoffice-tandem.xcd /usr/lib/libreoffice/share/registry/tandem.xcd
+# sudo runs a command as the desktop's user: no one is root on a desktop (deploy/desktop/sudo).
+COPY --chmod=755 deploy/desktop/sudo /usr/local/bin/sudo
 
 USER user
 WORKDIR /home/user

@@ -100,6 +100,9 @@ def test_a_program_that_does_not_exist_fails_the_setup_at_once(control):
     with pytest.raises(SetupFailed, match=r"exited with 127 before showing a window"):
         run_setup(control, [step("launch", command="no-such-program", shell=True)])
     assert time.monotonic() - started < 8  # not the 10 s wait for a window that never comes
+    # A program that runs and ends with an error is OSWorld's "started": logged, and on.
+    log = run_setup(control, [step("launch", command=["pkill", "no-such-process"])])
+    assert log == ["setup step 1 (launch): pkill exited with 1"]
 
 
 def test_execute_with_verification_waits_for_its_window_or_fails(control):

@@ -12,7 +12,8 @@ TCP port (containers, machines), for whoever owns the desktop:
 - ``POST /launch``: start a program in the desktop, ``{"argv": [...], "window_timeout": s}`` →
   ``{"pid", "window"}``; with a timeout, it returns once the window manager maps a new window
   (``window``: true) or when the timeout passes (false: a program with no window of its own);
-  a program that cannot start, or exits with an error before its window shows, is an error
+  a program that does not exist (cannot start, or a shell's 127) is an error; one that ends
+  before any window shows answers ``exited`` with its code
 - ``POST /run``: run a command to completion, ``{"argv", "timeout"}`` →
   ``{"returncode", "output", "stdout", "stderr"}``
 - ``POST /files``: put a file in place, ``{"path", "data_b64"}``: relative and ``~/`` paths are
@@ -57,6 +58,7 @@ SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
 # Where ``/files`` may write and read, besides HOME.
 SCRATCH = "/tmp"
 MAX_READ_BYTES = 100 * 1024 * 1024
+NOT_FOUND = 127  # the exit code of a shell asked for a program that does not exist
 
 
 @dataclass(frozen=True)
@@ -239,12 +241,14 @@ class Desktop:
         process = self.spawn(name, argv)
         deadline = time.monotonic() + window_timeout
         while time.monotonic() < deadline:
-            if process.poll() not in (None, 0):
+            if process.poll() == NOT_FOUND:  # a shell's "command not found"
                 log = (Path(self.config.work_dir) / f"{name}.log").read_bytes()[-500:]
                 raise RuntimeError(
-                    f"{argv[0]} exited with {process.returncode} before showing a window: "
+                    f"{argv[0]} exited with {NOT_FOUND} before showing a window: "
                     + log.decode(errors="replace").strip()
                 )
+            if process.returncode is not None:  # done, as a command with no window is
+                return {"pid": process.pid, "window": False, "exited": process.returncode}
             new = self.client_windows() - before
             if new and (not window_title or any(window_title in t for t in self.titles(new))):
                 return {"pid": process.pid, "window": True}

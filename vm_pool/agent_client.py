@@ -121,7 +121,12 @@ class AgentClient:
     ) -> Launched:
         body = {"argv": argv, "window_timeout": window_timeout, "window_title": window_title}
         reply = self._json("POST", "/launch", window_timeout + MARGIN_S, body)
-        return Launched(int(reply["pid"]), bool(reply.get("window", False)))
+        exited = reply.get("exited")
+        return Launched(
+            int(reply["pid"]),
+            bool(reply.get("window", False)),
+            None if exited is None else int(exited),
+        )
 
     def run(self, argv: list[str], timeout: float) -> CommandResult:
         body = {"argv": argv, "timeout": timeout}

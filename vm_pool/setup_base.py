@@ -121,5 +121,8 @@ def until_drawn(control: DesktopControl) -> None:
 def launch_and_draw(
     run: SetupRun, step: SetupStep, argv: list[str], window_title: str = ""
 ) -> None:
-    if run.control.launch(argv, window_timeout(step), window_title).window:
+    launched = run.control.launch(argv, window_timeout(step), window_title)
+    if launched.window:
         until_drawn(run.control)
+    elif launched.exited:  # OSWorld starts it and goes on: the failure is logged
+        run.note(step, f"{argv[0]} exited with {launched.exited}")

@@ -58,6 +58,7 @@ class Health:
 class Launched:
     pid: int
     window: bool  # a new window was mapped before the launch's window timeout
+    exited: int | None = None  # the program ended (with this code) before any window showed
 
 
 @dataclass(frozen=True)
