@@ -15,7 +15,7 @@ migrate: install services
 	@$(PY) manage.py migrate --noinput -v 0
 
 ## demo: install what is missing, start every service, seed a demo project, print the URL and logins
-demo: migrate
+demo: migrate desktop-image
 	@$(PY) manage.py seed_demo
 	@deploy/dev.sh start
 	@echo ""

@@ -67,7 +67,7 @@ class AcceptanceView(SeriesView):
     @extend_schema(parameters=[SeriesQuerySerializer], responses={200: dict})
     def get(self, request: Request, pk: int) -> Response:
         """Accepted / corrected / error-kept decisions and the acceptance rate per model
-        version per hour or day."""
+        version per hour or day, and beside them the evaluator's task success."""
         project = overseen_project(request, pk)
         return Response(stats.acceptance(project, self.span(request)))
 

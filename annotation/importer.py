@@ -17,12 +17,18 @@ Reading the file into rows, each decoded on its own, is ``annotation.task_rows``
 
 A row is also refused, naming its field, for what PostgreSQL's ``jsonb`` cannot store (the NUL
 character, a lone surrogate such as ``"\\ud800"``, a number that is not finite: ``NaN``,
-``Infinity``, ``1e400``), for nesting deeper than ``MAX_DEPTH``, and for a setup step of a type
-the desktops do not run (``vm_pool.setup_runner.RUNNERS``).
+``Infinity``, ``1e400``), for nesting deeper than ``MAX_DEPTH``, and for a setup step (in the
+setup or the evaluator's ``postconfig``) of a type nobody knows: neither one the desktops run
+(``vm_pool.setup_runner.RUNNERS``) nor one they cannot run on principle (``NOT_RUNNABLE``).
+A task that uses one of the latter, or an evaluator getter that needs a third-party account, is
+imported with the reason in ``cannot_run`` and is never claimed (``annotation.task_support``);
+the report lists those tasks.
 
 Re-importing a task id never duplicates it: identical content is reported ``unchanged``;
 changed content updates a task that nobody has started yet; changing a started task is an
-error for that row.
+error for that row. ``cannot_run`` is derived, not content: every import sets it afresh from the
+content, so a task whose step the desktops have learned to run becomes claimable by importing it
+again, and reports ``unchanged``.
 """
 
 import hashlib
@@ -42,8 +48,9 @@ from annotation.task_rows import (
     printable,
     reject,
 )
+from annotation.task_support import cannot_run_reason
 from backend.accounts.models import User
-from vm_pool.setup_runner import RUNNERS
+from vm_pool.setup_runner import NOT_RUNNABLE, RUNNERS
 
 MAX_STEPS_LIMIT = 500
 # The fields that make up a task's content; a re-import is "unchanged" when they are equal.
@@ -60,6 +67,8 @@ class ImportReport:
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    # (task id, reason) of every task of the file that is kept but cannot run here
+    cannot_run: list[tuple[str, str]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -67,11 +76,13 @@ class ImportReport:
             "created": len(self.created),
             "updated": len(self.updated),
             "unchanged": len(self.unchanged),
+            "cannot_run": len(self.cannot_run),
             "task_ids": {
                 "created": self.created,
                 "updated": self.updated,
                 "unchanged": self.unchanged,
             },
+            "cannot_run_tasks": [{"id": i, "reason": reason} for i, reason in self.cannot_run],
         }
 
 
@@ -136,7 +147,7 @@ def _setup_errors(row: int, name: str, setup: Any) -> list[RowError]:
         where = f"{name}[{i}]"
         if not isinstance(step, dict) or not isinstance(step.get("type"), str) or not step["type"]:
             errors.append(RowError(row, where, "a setup step is an object with a 'type' string"))
-        elif step["type"] not in RUNNERS:
+        elif step["type"] not in RUNNERS and step["type"] not in NOT_RUNNABLE:
             errors.append(
                 RowError(
                     row,
@@ -184,6 +195,8 @@ def validate_row(
     evaluator = value.get("evaluator", {})
     if not isinstance(evaluator, dict):
         errors.append(RowError(row, "evaluator", "must be an object"))
+    elif "postconfig" in evaluator:
+        errors += _setup_errors(row, "evaluator.postconfig", evaluator["postconfig"])
     related_apps = value.get("related_apps", [])
     if not isinstance(related_apps, list) or not all(isinstance(a, str) for a in related_apps):
         errors.append(RowError(row, "related_apps", "must be a list of strings"))
@@ -210,6 +223,7 @@ def validate_row(
         task_id = f"sha256-{digest[:16]}"
     fields["external_id"] = str(task_id).strip()
     fields["source"] = value
+    fields["cannot_run"] = cannot_run_reason(setup, evaluator)
     return fields, []
 
 
@@ -246,12 +260,16 @@ def import_tasks(project: Project, data: bytes, filename: str, actor: User) -> I
         }
         to_create: list[Task] = []
         to_update: list[Task] = []
+        to_rederive: list[Task] = []  # unchanged content, but the registries changed its verdict
         for number, fields in valid:
             task = existing.get(fields["external_id"])
             if task is None:
                 to_create.append(Task(project=project, **fields))
             elif all(getattr(task, name) == fields[name] for name in CONTENT_FIELDS):
                 report.unchanged.append(task.external_id)
+                if task.cannot_run != fields["cannot_run"]:
+                    task.cannot_run = fields["cannot_run"]
+                    to_rederive.append(task)
             elif task.status not in (TaskStatus.QUEUED, TaskStatus.ASSIGNED):
                 errors.append(
                     RowError(
@@ -262,7 +280,7 @@ def import_tasks(project: Project, data: bytes, filename: str, actor: User) -> I
                     )
                 )
             else:
-                for name in (*CONTENT_FIELDS, "source"):
+                for name in (*CONTENT_FIELDS, "source", "cannot_run"):
                     setattr(task, name, fields[name])
                 to_update.append(task)
         if errors:
@@ -275,7 +293,10 @@ def import_tasks(project: Project, data: bytes, filename: str, actor: User) -> I
             raise reject(summary, errors)
 
         created = Task.objects.bulk_create(to_create, batch_size=1000)
-        Task.objects.bulk_update(to_update, [*CONTENT_FIELDS, "source"], batch_size=1000)
+        Task.objects.bulk_update(
+            to_update, [*CONTENT_FIELDS, "source", "cannot_run"], batch_size=1000
+        )
+        Task.objects.bulk_update(to_rederive, ["cannot_run"], batch_size=1000)
         TaskEvent.objects.bulk_create(
             [TaskEvent(task=t, kind=TaskEvent.Kind.IMPORTED, actor=actor) for t in created]
             + [TaskEvent(task=t, kind=TaskEvent.Kind.UPDATED, actor=actor) for t in to_update],
@@ -283,4 +304,9 @@ def import_tasks(project: Project, data: bytes, filename: str, actor: User) -> I
         )
         report.created = [t.external_id for t in created]
         report.updated = [t.external_id for t in to_update]
+        report.cannot_run = [
+            (fields["external_id"], fields["cannot_run"])
+            for _, fields in valid
+            if fields["cannot_run"]
+        ]
     return report

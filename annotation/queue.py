@@ -12,6 +12,10 @@ also marks it claimed, so concurrent claimers never get the same task and never 
 other's rows. Claims by one user are serialised on that user's row, which makes rule 1 exact.
 
 A claim gives a lease: a fresh ``lease_id`` and an expiry ``TANDEM_LEASE_SECONDS`` ahead.
+A task that cannot run here (``Task.cannot_run``: its setup needs a third-party account, see
+``annotation.task_support``) is never handed out, whether pooled or assigned, and cannot be
+assigned.
+
 Heartbeats carrying that lease id push the expiry forward; they are refused once the lease
 has lapsed. A task whose episode is running is not returned when its lease lapses: the
 episode is paused and both are kept for the annotator for a grace period
@@ -94,7 +98,11 @@ def claim_next_task(user: User, projects: QuerySet[Project]) -> Claim:
             held.save(update_fields=["lease_expires_at", "updated_at"])
             return Claim(held, held.lease_id, held.lease_expires_at, "resumed your held task", True)
 
-        candidates = Task.objects.select_for_update(skip_locked=True).order_by("-priority", "id")
+        candidates = (
+            Task.objects.select_for_update(skip_locked=True)
+            .filter(cannot_run="")
+            .order_by("-priority", "id")
+        )
         task = candidates.filter(
             project_id__in=list(names), status=TaskStatus.ASSIGNED, assignee=user
         ).first()
@@ -224,6 +232,18 @@ def assign_tasks(tasks: Iterable[Task], assignee: User, actor: User) -> int:
                 "Only queued or assigned tasks can be assigned; these are not: "
                 + ", ".join(busy[:20]),
                 details={"tasks": busy},
+            )
+        unrunnable = [t for t in rows if t.cannot_run]
+        if unrunnable:
+            raise AssignmentRefused(
+                "These tasks cannot run here, so they are never assigned: "
+                + "; ".join(f"{t.external_id}: {t.cannot_run}" for t in unrunnable[:5])
+                + ("…" if len(unrunnable) > 5 else ""),
+                details={
+                    "cannot_run": [
+                        {"id": task.external_id, "reason": task.cannot_run} for task in unrunnable
+                    ]
+                },
             )
         for task in rows:
             task.status = TaskStatus.ASSIGNED

@@ -5,6 +5,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
+from annotation import access
 from annotation.models import (
     Episode,
     Membership,
@@ -16,6 +17,7 @@ from annotation.models import (
     Task,
     TaskEvent,
 )
+from annotation.task_support import files_missing
 from backend.accounts.roles import Capability, Role, role_allows
 from vm_pool.actions import Action, InvalidAction
 
@@ -142,11 +144,27 @@ class TaskEventSerializer(serializers.ModelSerializer):
         fields = ["kind", "actor", "assignee", "reason", "at"]
 
 
+FILES_MISSING = "files_missing"  # the context key: task id → its URLs the cache lacks
+
+
+class TaskListSerializer(serializers.ListSerializer):
+    """A page of tasks, whose missing files are looked up for the whole page in one query."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        tasks = list(data.all() if hasattr(data, "all") else data)
+        self.child.context[FILES_MISSING] = files_missing(tasks)
+        return super().to_representation(tasks)
+
+
 class TaskSerializer(serializers.ModelSerializer):
     assignee = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    files_missing = serializers.SerializerMethodField(
+        help_text="The URLs this task takes from the task-file cache that it does not hold yet."
+    )
 
     class Meta:
         model = Task
+        list_serializer_class = TaskListSerializer
         fields = [
             "id",
             "project",
@@ -162,10 +180,18 @@ class TaskSerializer(serializers.ModelSerializer):
             "lease_expires_at",
             "claimed_at",
             "claim_reason",
+            "cannot_run",
+            "files_missing",
             "created_at",
             "updated_at",
         ]
         read_only_fields = fields
+
+    def get_files_missing(self, task: Task) -> list[str]:
+        known = self.context.get(FILES_MISSING)
+        if known is None or task.pk not in known:
+            known = files_missing([task])
+        return known[task.pk]
 
 
 class TaskDetailSerializer(TaskSerializer):
@@ -311,10 +337,25 @@ class ReviewSerializer(serializers.ModelSerializer):
         read_only_fields = ["id", "episode", "reviewer", "created_at"]
 
 
+# What the task's evaluator made of an episode. Shown to those who view the project's episodes,
+# not to an annotator reading their own: the getters' expected values would tell them the answer.
+EVALUATION_FIELDS = (
+    "evaluation_status",
+    "task_success",
+    "evaluation_reason",
+    "evaluation",
+    "setup_log",
+)
+OVERSEEN_PROJECTS = "overseen_projects"  # the context key: the project ids the reader oversees
+
+
 class EpisodeSerializer(serializers.ModelSerializer):
     annotator = serializers.SlugRelatedField(slug_field="username", read_only=True)
     project = serializers.IntegerField(source="task.project_id", read_only=True)
     step_count = serializers.IntegerField(read_only=True)
+    evaluation_reason = serializers.SerializerMethodField(
+        help_text="Why the episode scored what it did, or why it could not be scored."
+    )
 
     class Meta:
         model = Episode
@@ -330,7 +371,33 @@ class EpisodeSerializer(serializers.ModelSerializer):
             "outcome",
             "end_reason",
             "step_count",
+            "evaluation_status",
+            "task_success",
+            "evaluation_reason",
         ]
+
+    def get_evaluation_reason(self, episode: Episode) -> str:
+        return str(episode.evaluation.get("error") or episode.evaluation.get("reason") or "")
+
+    def to_representation(self, episode: Episode) -> dict[str, Any]:
+        shown = super().to_representation(episode)
+        if not self._oversees(episode.task.project_id):
+            for field in EVALUATION_FIELDS:
+                shown.pop(field, None)
+        return shown
+
+    def _oversees(self, project_id: int) -> bool:
+        """May the reader view this project's episodes? Looked up once per response."""
+        request = self.context.get("request")
+        if request is None:
+            return False
+        if request.user.is_superuser:
+            return True
+        overseen = self.context.get(OVERSEEN_PROJECTS)
+        if overseen is None:
+            viewable = access.projects_where(request.user, Capability.VIEW_EPISODES)
+            overseen = self.context[OVERSEEN_PROJECTS] = set(viewable.values_list("pk", flat=True))
+        return project_id in overseen
 
 
 class EpisodeDetailSerializer(EpisodeSerializer):
@@ -348,4 +415,6 @@ class EpisodeDetailSerializer(EpisodeSerializer):
             "task_status",
             "steps",
             "reviews",
+            "evaluation",
+            "setup_log",
         ]

@@ -4,7 +4,8 @@ throughput over time, and how often annotators accept each model version's propo
 - **Progress board.** Every task of the project counted by status (``queued``, ``assigned``,
   ``in_progress``, ``submitted``, ``reviewed``, ``rejected``; every status appears, zero
   included), and for each status the most recently updated tasks (at most ``limit``), each with
-  its latest episode so the board can open it.
+  its latest episode so the board can open it, why it cannot run here if it cannot, and the
+  files it needs that the task-file cache lacks (``annotation.task_support``).
 - **Throughput.** Per annotator and per time bucket (an hour or a day, in UTC): *steps decided*
   is the number of steps whose decision they committed in that bucket (``Step.decided_at``);
   *episodes submitted* is the number of their episodes that ended in that bucket with an outcome
@@ -19,14 +20,20 @@ throughput over time, and how often annotators accept each model version's propo
   is that of the proposal the annotator picked, else of its best-ranked valid proposal. Steps
   where the model gave no valid proposal (unparseable text, model down) say nothing about a
   version's quality: they are counted apart, as ``without_proposal`` of the episode's version.
+- **Task success per model version**, beside acceptance, over the same buckets: the episodes
+  that ended in the bucket and were scored by their task's evaluator (``annotation.evaluations``)
+  under the episode's model version: ``scored``, the ``mean`` task success (0–1), the
+  ``success_rate`` (the share that scored 1), and ``failed``, those whose evaluator could not
+  run (never counted as a score). The project's totals for the whole window come with them.
 """
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Avg, Count, Exists, F, OuterRef, QuerySet, Subquery, Value
+from django.db.models import Avg, Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce, NullIf, Trunc
 from django.utils import timezone
 
@@ -34,12 +41,14 @@ from annotation.models import (
     Decision,
     Episode,
     EpisodeOutcome,
+    EvaluationStatus,
     Project,
     Proposal,
     Step,
     Task,
     TaskStatus,
 )
+from annotation.task_support import files_missing
 from backend.errors import DomainError
 
 BUCKETS = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
@@ -95,7 +104,7 @@ def window(bucket: str, since: datetime | None, until: datetime | None) -> Windo
 def progress_board(project: Project, limit: int = 50) -> dict[str, Any]:
     latest_episode = Episode.objects.filter(task=OuterRef("pk")).order_by("-started_at", "-id")
     counts = dict(project.tasks.values_list("status").annotate(n=Count("id")).order_by())
-    columns = []
+    shown: dict[str, list[Task]] = {}
     for status in TaskStatus:
         tasks: QuerySet[Task] = (
             project.tasks.filter(status=status)
@@ -103,24 +112,29 @@ def progress_board(project: Project, limit: int = 50) -> dict[str, Any]:
             .annotate(latest_episode=Subquery(latest_episode.values("pk")[:1]))
             .order_by("-updated_at", "-id")[:limit]
         )
-        columns.append(
-            {
-                "status": status.value,
-                "count": counts.get(status.value, 0),
-                "tasks": [
-                    {
-                        "id": task.pk,
-                        "external_id": task.external_id,
-                        "instruction": task.instruction[:200],
-                        "assignee": task.assignee.username if task.assignee else None,
-                        "priority": task.priority,
-                        "updated_at": task.updated_at,
-                        "episode": task.latest_episode,  # type: ignore[attr-defined]
-                    }
-                    for task in tasks
-                ],
-            }
-        )
+        shown[status.value] = list(tasks)
+    missing = files_missing(task for tasks in shown.values() for task in tasks)
+    columns = [
+        {
+            "status": status,
+            "count": counts.get(status, 0),
+            "tasks": [
+                {
+                    "id": task.pk,
+                    "external_id": task.external_id,
+                    "instruction": task.instruction[:200],
+                    "assignee": task.assignee.username if task.assignee else None,
+                    "priority": task.priority,
+                    "updated_at": task.updated_at,
+                    "episode": task.latest_episode,  # type: ignore[attr-defined]
+                    "cannot_run": task.cannot_run,
+                    "files_missing": missing[task.pk],
+                }
+                for task in tasks
+            ],
+        }
+        for status, tasks in shown.items()
+    ]
     return {"project": project.pk, "total": sum(counts.values()), "columns": columns}
 
 
@@ -211,8 +225,9 @@ def acceptance(project: Project, span: Window) -> dict[str, Any]:
             kind = "without_proposal"
         counts = cells[version].setdefault(row["at"], _zero())
         counts[kind] += row["n"]
+    success = _task_success(project, span)
     versions = []
-    for version in sorted(cells):
+    for version in sorted(cells.keys() | success.keys()):
         total = _zero()
         points = []
         for at in span.starts:
@@ -221,8 +236,68 @@ def acceptance(project: Project, span: Window) -> dict[str, Any]:
                 total[kind] += n
             points.append({"at": at, **counts, "rate": _rate(counts)})
         summary: dict[str, Any] = {**total, "rate": _rate(total)}
-        versions.append({"model_version": version, "total": summary, "points": points})
-    return _framed(project, span, {"versions": versions})
+        scores = success.get(version, {})
+        scored: dict[str, Any] = _success(_summed(scores.values()))
+        scored["points"] = [
+            {"at": at, **_success(scores.get(at, _unscored()))} for at in span.starts
+        ]
+        versions.append(
+            {"model_version": version, "total": summary, "points": points, "task_success": scored}
+        )
+    overall = _success(_summed(c for scores in success.values() for c in scores.values()))
+    return _framed(project, span, {"versions": versions, "task_success": overall})
+
+
+def _task_success(project: Project, span: Window) -> dict[str, dict[datetime, dict[str, Any]]]:
+    """Per model version and bucket: the evaluator's verdicts on the episodes that ended there."""
+    scored = Q(evaluation_status=EvaluationStatus.SCORED)
+    rows = (
+        Episode.objects.filter(
+            task__project=project,
+            ended_at__gte=span.start,
+            ended_at__lt=span.end,
+            evaluation_status__in=(EvaluationStatus.SCORED, EvaluationStatus.FAILED),
+        )
+        .annotate(at=Trunc("ended_at", span.bucket, tzinfo=UTC))
+        .values("at", "model_version")
+        .annotate(
+            scored=Count("id", filter=scored),
+            succeeded=Count("id", filter=scored & Q(task_success__gte=1.0)),
+            success_sum=Sum("task_success", filter=scored),
+            failed=Count("id", filter=Q(evaluation_status=EvaluationStatus.FAILED)),
+        )
+        .order_by()
+    )
+    cells: dict[str, dict[datetime, dict[str, Any]]] = defaultdict(dict)
+    for row in rows:
+        counts = cells[row["model_version"] or UNKNOWN_VERSION].setdefault(row["at"], _unscored())
+        for key in ("scored", "succeeded", "failed"):
+            counts[key] += row[key]
+        counts["success_sum"] += row["success_sum"] or 0.0
+    return cells
+
+
+def _unscored() -> dict[str, Any]:
+    return {"scored": 0, "succeeded": 0, "success_sum": 0.0, "failed": 0}
+
+
+def _summed(cells: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    total = _unscored()
+    for counts in cells:
+        for key in total:
+            total[key] += counts[key]
+    return total
+
+
+def _success(counts: dict[str, Any]) -> dict[str, Any]:
+    """Scored and failed counts, the mean task success and the share that scored 1."""
+    n = counts["scored"]
+    return {
+        "scored": n,
+        "failed": counts["failed"],
+        "mean": round(counts["success_sum"] / n, 4) if n else None,
+        "success_rate": round(counts["succeeded"] / n, 4) if n else None,
+    }
 
 
 def _zero() -> dict[str, int]:

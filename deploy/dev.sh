@@ -160,6 +160,12 @@ start_app() {
   mkdir -p "$VAR/log" "$VAR/run"
   stop_app quiet
   export TANDEM_HOST=${TANDEM_HOST:-$(hostname)}
+  # With the container engine answering, this host runs container desktops too (the OSWorld
+  # demo's applications are in the desktop image).
+  if curl -fsS --unix-socket "$ENGINE_SOCKET" http://d/_ping >/dev/null 2>&1; then
+    export TANDEM_DOCKER_URL=${TANDEM_DOCKER_URL:-unix://$ENGINE_SOCKET}
+    export TANDEM_HOST_PROVIDERS=${TANDEM_HOST_PROVIDERS:-local,docker}
+  fi
   local port=${TANDEM_PORT:-8000}
   log "starting web on :$port, a Celery worker, beat and websockify (logs in var/log)"
   nohup "$VENV/bin/uvicorn" backend.asgi:application --host "${TANDEM_BIND:-127.0.0.1}" --port "$port" \

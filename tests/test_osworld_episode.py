@@ -1,9 +1,10 @@
 """An OSWorld Calc task, its JSON as published, run end to end in a container desktop.
 
-The task (``tests/data/osworld/51b11269-….json``: "sort the records according to the amounts
-ascendingly") is imported unchanged. Its two files (the workbook the setup downloads, the gold
-workbook the evaluator compares with) are made here with openpyxl and put in the task-file
-cache under the task's own URLs, as a manager does on a machine without internet. The setup
+The task (``annotation/osworld_tasks/51b11269-….json``: "sort the records according to the
+amounts ascendingly", one of the OSWorld demo's) is imported unchanged. Its two files (the
+workbook the setup downloads, the gold workbook the evaluator compares with) are made with
+openpyxl and put in the task-file cache under the task's own URLs, as a manager does on a
+machine without internet (``annotation.demo_osworld``). The setup
 downloads and opens the workbook in LibreOffice Calc; the annotator's steps are executed on the
 desktop; when the episode ends, the evaluator's postconfig saves the document (pyautogui's
 ctrl+s, as published), ``vm_file`` reads it back, ``cloud_file`` takes the gold one from the
@@ -13,39 +14,22 @@ Solved (the annotator types the amounts in order over the old ones), it scores 1
 was (the annotator says finished at once), it scores 0.
 """
 
-import io
-import json
-from pathlib import Path
-
-import openpyxl
 import pytest
 
-from annotation import episodes, evaluations
+from annotation import demo_osworld, episodes, evaluations
 from annotation.importer import import_tasks
 from annotation.models import Decision, Episode, EvaluationStatus, Project, Step
 from backend.accounts.roles import Role
 from vm_pool import pool
-from vm_pool.downloads import store_task_file
-from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, TaskFile
+from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("container_desktops"),
 ]
 
-TASK_FILE = Path(__file__).parent / "data" / "osworld" / "51b11269-2ca8-4b2a-9163-f21758420e78.json"
-AMOUNTS = [42, 7, 19, 3, 25]
-
-
-def workbook(amounts: list[int]) -> bytes:
-    book = openpyxl.Workbook()
-    sheet = book.active
-    sheet.append(["Amount"])
-    for amount in amounts:
-        sheet.append([amount])
-    buffer = io.BytesIO()
-    book.save(buffer)
-    return buffer.getvalue()
+TASK_FILE = demo_osworld.TASKS / "51b11269-2ca8-4b2a-9163-f21758420e78.json"
+AMOUNTS = demo_osworld.AMOUNTS
 
 
 @pytest.fixture
@@ -58,11 +42,7 @@ def calc_task(loop_settings, make_user, project):
     manager = make_user("maria", project, Role.MANAGER)
     report = import_tasks(project, TASK_FILE.read_bytes(), TASK_FILE.name, manager)
     assert report.created == ["51b11269-2ca8-4b2a-9163-f21758420e78"]
-    published = json.loads(TASK_FILE.read_text())
-    start_url = published["config"][0]["parameters"]["files"][0]["url"]
-    gold_url = published["evaluator"]["expected"]["path"]
-    store_task_file(start_url, workbook(AMOUNTS), TaskFile.Source.UPLOADED, manager)
-    store_task_file(gold_url, workbook(sorted(AMOUNTS)), TaskFile.Source.UPLOADED, manager)
+    demo_osworld.fill_cache(manager)
     desktop = pool.start_desktop(pool.create_desktop(template, loop_settings.TANDEM_HOST).pk)
     assert desktop.status == DesktopStatus.READY, desktop.broken_reason
     return make_user("ann", project, Role.ANNOTATOR)

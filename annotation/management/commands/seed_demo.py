@@ -1,4 +1,9 @@
-"""Seeds a demo project with tasks and one user per role, and prints the logins.
+"""Seeds the demo projects with tasks and one user per role, and prints the logins.
+
+"Demo: desktop basics" runs on local sandboxed desktops; "Demo: OSWorld tasks" holds six of
+OSWorld's published tasks, as published, on container desktops (the applications are in the
+desktop image), with their files made locally and kept in the task-file cache
+(``annotation.demo_osworld``), so that their setups and evaluators run with no internet.
 
 Idempotent: running it again keeps what exists (and resets the demo users' passwords).
 """
@@ -9,7 +14,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from annotation import importer
+from annotation import demo_osworld, importer
 from annotation.models import Membership, Project
 from backend.accounts.models import User
 from backend.accounts.roles import Role
@@ -66,6 +71,10 @@ DEMO_TASKS = [
 ]
 
 
+OSWORLD_PROJECT = "Demo: OSWorld tasks"
+OSWORLD_TEMPLATE = "osworld"
+
+
 class Command(BaseCommand):
     help = "Create the demo project, its tasks and one user per role; print the logins."
 
@@ -103,11 +112,47 @@ class Command(BaseCommand):
         )
         data = "\n".join(json.dumps(task) for task in DEMO_TASKS).encode()
         report = importer.import_tasks(project, data, "demo.jsonl", users["manager"][0])
-
         self.stdout.write(
             f"Demo project '{project.name}': {len(report.created)} new task(s), "
             f"{project.tasks.count()} in all."
         )
+        self._osworld(users)
         self.stdout.write(f"Logins (password for all: {DEMO_PASSWORD}):")
         for username, role, _ in DEMO_USERS:
             self.stdout.write(f"  {username:<11} {role.value if role else 'admin (superuser)'}")
+
+    def _osworld(self, users: dict[str, tuple[User, Role | None]]) -> None:
+        manager = users["manager"][0]
+        project, _ = Project.objects.get_or_create(
+            name=OSWORLD_PROJECT,
+            defaults={
+                "description": "Six of OSWorld's published tasks (Calc, Writer, Impress, GIMP, "
+                "Chrome, OS), scored by their own evaluators when an episode ends.",
+                "guidelines": "Solve the task as a person would; the evaluator scores the result.",
+                "created_by": manager,
+                "environment_template": OSWORLD_TEMPLATE,
+            },
+        )
+        for user, role in users.values():
+            if role is not None:
+                Membership.objects.update_or_create(
+                    project=project, user=user, defaults={"role": role}
+                )
+        # OSWorld's screen size; its applications are in the desktop image (make desktop-image).
+        DesktopTemplate.objects.get_or_create(
+            name=OSWORLD_TEMPLATE,
+            defaults={
+                "provider": "docker",
+                "width": 1920,
+                "height": 1080,
+                "min_ready": 1,
+                "max_desktops": 3,
+            },
+        )
+        files = demo_osworld.fill_cache(manager)
+        data = "\n".join(json.dumps(task) for task in demo_osworld.task_rows()).encode()
+        report = importer.import_tasks(project, data, "osworld-demo.jsonl", manager)
+        self.stdout.write(
+            f"Demo project '{project.name}': {len(report.created)} new task(s), "
+            f"{project.tasks.count()} in all, {files} task files kept for them."
+        )

@@ -2,6 +2,7 @@
 import { Link } from "react-router-dom";
 import { Button, ErrorBanner, Loading, useApi } from "../../ui";
 import { STATUS_LABEL, when } from "./format";
+import { TaskSupportBadges } from "./TaskSupportBadges";
 import type { Board } from "./types";
 
 export function ProgressBoard({ projectId }: { projectId: string }) {
@@ -27,6 +28,7 @@ export function ProgressBoard({ projectId }: { projectId: string }) {
                 <article key={task.id} className="board-card">
                   <div className="id">{task.external_id}</div>
                   <div>{task.instruction}</div>
+                  <TaskSupportBadges task={task} />
                   <div className="who">
                     {task.assignee ? `${task.assignee} · ` : ""}
                     {when(task.updated_at)}

@@ -1,7 +1,9 @@
-/** Charts over time: per-annotator throughput, and the acceptance rate per model version. */
+/** Charts over time: per-annotator throughput, and per model version the acceptance rate and,
+ * beside it, the task success its episodes scored with their tasks' evaluators. */
 import { useState } from "react";
 import { ErrorBanner, Loading, useApi } from "../../ui";
 import { BarChart, LineChart, bucketLabels } from "../../ui/svgCharts";
+import { score } from "./evaluation";
 import { percent } from "./format";
 import type { Acceptance, Throughput } from "./types";
 
@@ -23,7 +25,7 @@ export function ProjectCharts({ projectId }: { projectId: string }) {
   return (
     <section aria-labelledby="charts-heading">
       <div className="range-form">
-        <h2 id="charts-heading">Throughput and acceptance</h2>
+        <h2 id="charts-heading">Throughput, acceptance and task success</h2>
         <label className="field">
           Period
           <select value={span} onChange={(e) => setSpan(e.target.value)}>
@@ -122,7 +124,56 @@ export function ProjectCharts({ projectId }: { projectId: string }) {
             </table>
           </div>
         ) : null}
+        {acceptance.data ? <TaskSuccessChart acceptance={acceptance.data} /> : null}
       </div>
     </section>
+  );
+}
+
+/** Task success per model version, in the acceptance chart's buckets and colours. */
+function TaskSuccessChart({ acceptance }: { acceptance: Acceptance }) {
+  const overall = acceptance.task_success;
+  return (
+    <div>
+      <LineChart
+        title="Mean task success of the episodes, per model version"
+        testId="task-success-chart"
+        labels={bucketLabels(acceptance.buckets, acceptance.bucket)}
+        format={(v) => v.toFixed(2)}
+        series={acceptance.versions.map((v) => ({ name: v.model_version, values: v.task_success.points.map((p) => p.mean) }))}
+      />
+      <table className="table" data-testid="task-success-table">
+        <caption>
+          Episodes scored by their task&apos;s evaluator in the period: {overall.scored}, mean task success {score(overall.mean)}
+        </caption>
+        <thead>
+          <tr>
+            <th scope="col">Model version</th>
+            <th scope="col">Episodes scored</th>
+            <th scope="col">Mean task success</th>
+            <th scope="col">Success rate (scored 1)</th>
+            <th scope="col">Acceptance rate</th>
+            <th scope="col">Not scored (evaluator failed)</th>
+          </tr>
+        </thead>
+        <tbody>
+          {acceptance.versions.length === 0 ? (
+            <tr>
+              <td colSpan={6}>No episode was scored in this period.</td>
+            </tr>
+          ) : null}
+          {acceptance.versions.map((v) => (
+            <tr key={v.model_version}>
+              <td>{v.model_version}</td>
+              <td>{v.task_success.scored}</td>
+              <td>{score(v.task_success.mean)}</td>
+              <td>{percent(v.task_success.success_rate)}</td>
+              <td>{percent(v.total.rate)}</td>
+              <td>{v.task_success.failed}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }

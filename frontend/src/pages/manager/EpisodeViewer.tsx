@@ -8,6 +8,7 @@ import { useEffect, useLayoutEffect, useState } from "react";
 import { Link, useParams } from "react-router-dom";
 import { api } from "../../api";
 import { Button, ErrorBanner, Loading, useApi, usePoll, useSubmit } from "../../ui";
+import { EvaluationPanel } from "./Evaluation";
 import { DECISION_LABEL, seconds, when } from "./format";
 import { LiveView } from "./LiveView";
 import { stepBadge, undecidedNote } from "./liveStep";
@@ -221,8 +222,10 @@ export function EpisodeViewer({ backTo, backLabel }: { backTo: string; backLabel
     }
   }, [episode, selected]);
   const running = episode !== null && episode.ended_at === null;
-  // A running episode gains steps while it is watched: read it again every few seconds.
-  usePoll(reload, running, 5000);
+  const scoring = episode?.evaluation_status === "pending";
+  // A running episode gains steps while it is watched, and an ended one gets its score once the
+  // task's evaluator has run: read it again every few seconds meanwhile.
+  usePoll(reload, running || scoring, 5000);
   // A layout effect: the keys work from the moment the steps are shown, not a frame later.
   useLayoutEffect(() => {
     // ← and → walk through the steps, unless the reviewer is typing.
@@ -262,6 +265,7 @@ export function EpisodeViewer({ backTo, backLabel }: { backTo: string; backLabel
           {latest.comment ? `: ${latest.comment}` : ""}
         </p>
       ) : null}
+      <EvaluationPanel episode={episode} />
       {episode.ended_at === null ? <LiveView episodeId={episode.id} last={episode.steps[episode.steps.length - 1] ?? null} /> : null}
       <div className="viewer-body">
         <nav aria-label="Steps" className="step-list">

@@ -3,6 +3,7 @@ import { useState } from "react";
 import { Link } from "react-router-dom";
 import type { Page } from "../../api";
 import { Button, ErrorBanner, Loading, Pager, Table, useApi } from "../../ui";
+import { TaskSuccess } from "./Evaluation";
 import { when } from "./format";
 import type { EpisodeSummary } from "./types";
 
@@ -48,6 +49,7 @@ export function EpisodeList({ projectId }: { projectId: string }) {
                   e.outcome
                 ),
             },
+            { header: "Task success", cell: (e) => <TaskSuccess episode={e} /> },
           ]}
         />
       ) : null}

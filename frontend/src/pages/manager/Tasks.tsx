@@ -6,7 +6,8 @@ import { useRef, useState } from "react";
 import { api, ApiError, type Page } from "../../api";
 import { Button, ErrorBanner, Loading, Pager, toggled, useApi, useSubmit } from "../../ui";
 import { STATUS_LABEL, when } from "./format";
-import type { MembershipRow, Task } from "./types";
+import { TaskSupportBadges } from "./TaskSupportBadges";
+import type { ImportReport, MembershipRow, Task } from "./types";
 
 interface RowError {
   row: number;
@@ -16,7 +17,7 @@ interface RowError {
 
 function ImportForm({ projectId, onImported }: { projectId: string; onImported: () => void }) {
   const file = useRef<HTMLInputElement>(null);
-  const [report, setReport] = useState<Record<string, unknown> | null>(null);
+  const [report, setReport] = useState<ImportReport | null>(null);
   const { error, busy, dismiss, run } = useSubmit();
   const submit = (event: React.FormEvent) => {
     event.preventDefault();
@@ -26,7 +27,7 @@ function ImportForm({ projectId, onImported }: { projectId: string; onImported: 
     form.append("file", chosen);
     setReport(null);
     void run(async () => {
-      setReport(await api.post<Record<string, unknown>>(`/api/projects/${projectId}/import/`, form));
+      setReport(await api.post<ImportReport>(`/api/projects/${projectId}/import/`, form));
       onImported();
     });
   };
@@ -51,10 +52,26 @@ function ImportForm({ projectId, onImported }: { projectId: string; onImported: 
         </Button>
       </div>
       {report ? (
-        <p className="ok-banner" role="status" data-testid="import-report">
-          Imported {String(report.rows)} rows: {String(report.created)} created, {String(report.updated)} updated,{" "}
-          {String(report.unchanged)} unchanged.
-        </p>
+        <div className="ok-banner" role="status" data-testid="import-report">
+          <p>
+            Imported {report.rows} rows: {report.created} created, {report.updated} updated, {report.unchanged} unchanged.
+          </p>
+          {report.cannot_run > 0 ? (
+            <>
+              <p>
+                {report.cannot_run} task{report.cannot_run === 1 ? " cannot" : "s cannot"} run here: kept, but never
+                claimed nor assigned.
+              </p>
+              <ul data-testid="import-cannot-run">
+                {report.cannot_run_tasks.map((t) => (
+                  <li key={t.id}>
+                    <code>{t.id}</code>: {t.reason}
+                  </li>
+                ))}
+              </ul>
+            </>
+          ) : null}
+        </div>
       ) : null}
       {error && !rowErrors ? <ErrorBanner error={error} onDismiss={dismiss} /> : null}
       {rowErrors ? (
@@ -218,7 +235,10 @@ export function TaskManager({ projectId }: { projectId: string }) {
                     />
                   </td>
                   <td>{t.external_id}</td>
-                  <td>{t.instruction}</td>
+                  <td>
+                    {t.instruction}
+                    <TaskSupportBadges task={t} />
+                  </td>
                   <td>{STATUS_LABEL[t.status]}</td>
                   <td>{t.assignee ?? "—"}</td>
                   <td>{t.priority}</td>

@@ -3,7 +3,15 @@
 export type TaskStatus = "queued" | "assigned" | "in_progress" | "submitted" | "reviewed" | "rejected";
 export type Decision = "accepted" | "corrected" | "error_kept";
 
-export interface Task {
+/** What stands between a task and a desktop here (annotation.task_support on the server). */
+export interface TaskSupport {
+  /** Why the task cannot run here ("" when it can): it is never claimed nor assigned. */
+  cannot_run: string;
+  /** The URLs the task takes from the task-file cache that the cache does not hold yet. */
+  files_missing: string[];
+}
+
+export interface Task extends TaskSupport {
   id: number;
   project: number;
   external_id: string;
@@ -14,7 +22,7 @@ export interface Task {
   updated_at: string;
 }
 
-export interface BoardTask {
+export interface BoardTask extends TaskSupport {
   id: number;
   external_id: string;
   instruction: string;
@@ -57,12 +65,25 @@ export interface AcceptanceCounts {
   rate: number | null;
 }
 
+/** The evaluator's verdicts on the episodes that ended in a period (annotation.stats). */
+export interface TaskSuccessCounts {
+  scored: number;
+  /** Episodes whose evaluator could not run: never counted as a score. */
+  failed: number;
+  /** Mean task success (0–1) of the scored episodes; null when none was scored. */
+  mean: number | null;
+  /** The share of scored episodes that scored 1. */
+  success_rate: number | null;
+}
+
 export interface Acceptance extends Series {
   versions: {
     model_version: string;
     total: AcceptanceCounts;
     points: (AcceptanceCounts & { at: string })[];
+    task_success: TaskSuccessCounts & { points: (TaskSuccessCounts & { at: string })[] };
   }[];
+  task_success: TaskSuccessCounts;
 }
 
 export interface Action {
@@ -135,6 +156,34 @@ export interface EpisodeSummary {
   step_count: number;
   instruction?: string;
   project_name?: string;
+  /** The evaluator's verdict: absent for an annotator reading their own episode. */
+  evaluation_status?: EvaluationStatus;
+  task_success?: number | null;
+  /** Why it scored what it did, or why it could not be scored. */
+  evaluation_reason?: string;
+}
+
+/** "" when nothing is scored (no evaluator, or no work to score). */
+export type EvaluationStatus = "" | "pending" | "scored" | "failed";
+
+export interface MetricDetail {
+  index: number;
+  func: string;
+  score: number | "skipped";
+  /** What the getters returned, shortened by the server. */
+  result?: unknown;
+  expected?: unknown;
+  error?: string;
+}
+
+/** The evaluator's details: a score with its metrics, or the error that stopped it. */
+export interface Evaluation {
+  score?: number;
+  reason?: string;
+  conjunction?: string;
+  metrics?: MetricDetail[];
+  postconfig_log?: string[];
+  error?: string;
 }
 
 export interface Episode extends EpisodeSummary {
@@ -143,6 +192,9 @@ export interface Episode extends EpisodeSummary {
   task_status: TaskStatus;
   steps: Step[];
   reviews: Review[];
+  evaluation?: Evaluation;
+  /** What the task's setup went on after. */
+  setup_log?: string[];
 }
 
 export interface MembershipRow {
@@ -153,5 +205,10 @@ export interface MembershipRow {
 }
 
 export interface ImportReport {
-  [key: string]: unknown;
+  rows: number;
+  created: number;
+  updated: number;
+  unchanged: number;
+  cannot_run: number;
+  cannot_run_tasks: { id: string; reason: string }[];
 }

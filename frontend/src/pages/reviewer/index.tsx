@@ -4,6 +4,7 @@ import { useState } from "react";
 import { Link, Route, Routes } from "react-router-dom";
 import type { Page } from "../../api";
 import { Button, ErrorBanner, Loading, ProjectSelect, Table, useApi, useMe } from "../../ui";
+import { TaskSuccess } from "../manager/Evaluation";
 import { EpisodeViewer } from "../manager/EpisodeViewer";
 import { when } from "../manager/format";
 import type { EpisodeSummary } from "../manager/types";
@@ -45,6 +46,7 @@ function ReviewQueue() {
             { header: "Annotator", cell: (e) => e.annotator },
             { header: "Steps", cell: (e) => e.step_count },
             { header: "Outcome", cell: (e) => e.outcome },
+            { header: "Task success", cell: (e) => <TaskSuccess episode={e} /> },
             { header: "Ended", cell: (e) => when(e.ended_at) },
           ]}
         />

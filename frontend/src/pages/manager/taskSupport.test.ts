@@ -1,0 +1,22 @@
+import { describe, expect, it } from "vitest";
+import { supportBadges } from "./taskSupport";
+
+describe("supportBadges", () => {
+  it("shows nothing for a task that runs and has its files", () => {
+    expect(supportBadges({ cannot_run: "", files_missing: [] })).toEqual([]);
+  });
+
+  it("names the reason a task cannot run", () => {
+    const [badge] = supportBadges({ cannot_run: "setup step 2 (googledrive) needs an account", files_missing: [] });
+    expect(badge.label).toBe("cannot run: setup step 2 (googledrive) needs an account");
+    expect(badge.kind).toBe("cannot-run");
+  });
+
+  it("counts the missing files and lists every URL in the tooltip", () => {
+    const urls = ["https://host/a.xlsx", "https://host/b.docx"];
+    const badges = supportBadges({ cannot_run: "needs a login", files_missing: urls });
+    expect(badges.map((b) => b.kind)).toEqual(["cannot-run", "files-missing"]);
+    expect(badges[1].label).toBe("files missing (2)");
+    expect(badges[1].title.split("\n").slice(1)).toEqual(urls);
+  });
+});

@@ -1,0 +1,25 @@
+/** The badges that say, before anyone claims a task, what stands between it and a desktop. */
+import type { TaskSupport } from "./types";
+
+export interface SupportBadge {
+  kind: "cannot-run" | "files-missing";
+  label: string;
+  /** The whole story, for the tooltip: the reason, or every missing URL on its own line. */
+  title: string;
+}
+
+export function supportBadges(task: TaskSupport): SupportBadge[] {
+  const badges: SupportBadge[] = [];
+  if (task.cannot_run) {
+    badges.push({ kind: "cannot-run", label: `cannot run: ${task.cannot_run}`, title: task.cannot_run });
+  }
+  const missing = task.files_missing ?? [];
+  if (missing.length > 0) {
+    badges.push({
+      kind: "files-missing",
+      label: `files missing (${missing.length})`,
+      title: `Not in the task-file cache yet (upload them under Task files):\n${missing.join("\n")}`,
+    });
+  }
+  return badges;
+}
