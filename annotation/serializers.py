@@ -337,15 +337,11 @@ class ReviewSerializer(serializers.ModelSerializer):
         read_only_fields = ["id", "episode", "reviewer", "created_at"]
 
 
-# What the task's evaluator made of an episode. Shown to those who view the project's episodes,
-# not to an annotator reading their own: the getters' expected values would tell them the answer.
-EVALUATION_FIELDS = (
-    "evaluation_status",
-    "task_success",
-    "evaluation_reason",
-    "evaluation",
-    "setup_log",
-)
+# What the task's evaluator made of an episode, in detail. Shown to those who view the project's
+# episodes; an annotator reading their own episode sees its score and these fields empty: the
+# getters' expected values would tell them the answer. (Empty, not absent: the API's schema
+# stays the same for every reader.)
+EVALUATION_DETAILS = {"evaluation_reason": "", "evaluation": {}, "setup_log": []}
 OVERSEEN_PROJECTS = "overseen_projects"  # the context key: the project ids the reader oversees
 
 
@@ -382,8 +378,9 @@ class EpisodeSerializer(serializers.ModelSerializer):
     def to_representation(self, episode: Episode) -> dict[str, Any]:
         shown = super().to_representation(episode)
         if not self._oversees(episode.task.project_id):
-            for field in EVALUATION_FIELDS:
-                shown.pop(field, None)
+            for field, empty in EVALUATION_DETAILS.items():
+                if field in shown:
+                    shown[field] = type(empty)()
         return shown
 
     def _oversees(self, project_id: int) -> bool:

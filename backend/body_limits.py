@@ -8,8 +8,10 @@ it arrives and cut off at the limit (Django sees a client that went away and ans
 then answered 413. Either way at most the limit is ever spooled.
 
 The limit of a route is the first of ``ROUTE_LIMITS`` whose pattern matches the path, else
-``TANDEM_REQUEST_MAX_BYTES``: task imports keep ``TANDEM_IMPORT_MAX_BYTES`` and task-file
-uploads ``TANDEM_DOWNLOAD_MAX_BYTES``, each with room for the multipart envelope.
+``TANDEM_REQUEST_MAX_BYTES``: task imports keep ``TANDEM_IMPORT_MAX_BYTES``, task-file
+uploads ``TANDEM_DOWNLOAD_MAX_BYTES`` and archives of task files
+``TANDEM_TASK_ARCHIVE_MAX_BYTES`` (larger: many files at once), each with room for the
+multipart envelope.
 """
 
 import json
@@ -30,6 +32,7 @@ MULTIPART_OVERHEAD_BYTES = 64 * 1024
 ROUTE_LIMITS = [
     (re.compile(r"^/api/projects/\d+/import/$"), "TANDEM_IMPORT_MAX_BYTES"),
     (re.compile(r"^/api/task-files/$"), "TANDEM_DOWNLOAD_MAX_BYTES"),
+    (re.compile(r"^/api/task-files/archive/$"), "TANDEM_TASK_ARCHIVE_MAX_BYTES"),
 ]
 
 

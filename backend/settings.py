@@ -242,6 +242,9 @@ TANDEM_DOWNLOAD_TIMEOUT_SECONDS = env_int("TANDEM_DOWNLOAD_TIMEOUT_SECONDS", 60)
 TANDEM_DOWNLOAD_ALLOWED_HOSTS = [
     h.strip().lower() for h in env("TANDEM_DOWNLOAD_ALLOWED_HOSTS", "").split(",") if h.strip()
 ]
+# An archive of task files uploaded at once (vm_pool.task_file_archives): the request body and
+# the files it holds, unpacked, are each at most this; each file at most TANDEM_DOWNLOAD_MAX_BYTES.
+TANDEM_TASK_ARCHIVE_MAX_BYTES = env_int("TANDEM_TASK_ARCHIVE_MAX_BYTES", 1024 * 1024 * 1024)
 
 # The queue: how long a claim holds a task without a heartbeat, and how often lapsed leases
 # are returned to the queue.

@@ -1,6 +1,7 @@
 """How people see what a task's evaluator made of an episode: the episode list and detail give
-the score to those who view the project's episodes (managers, reviewers), never to an annotator
-reading their own episode; the acceptance chart gives task success per model version beside
+the score and its details to those who view the project's episodes (managers, reviewers); an
+annotator reading their own episode sees its score, never the details (the expected values would
+tell the answer); the acceptance chart gives task success per model version beside
 acceptance, over the same buckets."""
 
 from datetime import UTC, datetime, timedelta
@@ -29,6 +30,13 @@ DAY2 = DAY1 + timedelta(days=1)
 WINDOW = "bucket=day&since=2026-03-02T00:00:00Z&until=2026-03-03T23:00:00Z"
 EVALUATION_FIELDS = {"evaluation_status", "task_success", "evaluation_reason"}
 DETAIL_FIELDS = EVALUATION_FIELDS | {"evaluation", "setup_log"}
+HIDDEN = {"evaluation_reason": "", "evaluation": {}, "setup_log": []}
+
+
+def hidden(row: dict, fields: set[str]) -> bool:
+    """The row has the fields (the schema is the same for everyone) with the details empty."""
+    return fields <= set(row) and all(row[f] == HIDDEN[f] for f in fields & set(HIDDEN))
+
 
 SCORED = {
     "score": 1.0,
@@ -154,16 +162,17 @@ def test_the_episode_detail_gives_overseers_the_metrics_and_the_setup_log(
     assert failed["setup_log"] == []
 
 
-def test_an_annotator_reads_their_own_episodes_without_the_evaluation(
+def test_an_annotator_reads_their_own_scores_without_the_evaluations_details(
     people, scored, client_for, project
 ):
     client = client_for(people["ann"])
     rows = listed(client, project)
     assert set(rows) == {e.pk for e in scored.values()}  # as before: their own episodes
-    assert all(not EVALUATION_FIELDS & set(row) for row in rows.values())
+    assert all(hidden(row, EVALUATION_FIELDS) for row in rows.values())
+    assert rows[scored["scored"].pk]["task_success"] == 1.0
     detail = client.get(f"/api/episodes/{scored['scored'].pk}/")
     assert detail.status_code == 200
-    assert not DETAIL_FIELDS & set(detail.json())
+    assert hidden(detail.json(), DETAIL_FIELDS)
     assert detail.json()["steps"] == []
 
 
@@ -181,7 +190,7 @@ def test_a_reviewer_here_and_annotator_there_sees_evaluations_only_here(
     client = client_for(both)
     assert listed(client, project)[scored["scored"].pk]["task_success"] == 1.0
     mine = listed(client, other_project)[own.pk]
-    assert not EVALUATION_FIELDS & set(mine)
+    assert hidden(mine, EVALUATION_FIELDS) and mine["task_success"] == 0.0
 
 
 def test_an_admin_sees_the_evaluation(make_user, scored, client_for):

@@ -656,7 +656,7 @@ def test_every_bad_row_is_reported_in_one_pass_broken_json_and_invalid_fields_to
             '{"id": "broken", "instruction": "Close the',
             '{"id": "no-instruction", "max_steps": 0}',
             '{"id": "ok-2", "instruction": "Open the browser."}',
-            '{"id": "drive", "instruction": "Sync it.", "config": [{"type": "googledrive"}]}',
+            '{"id": "drive", "instruction": "Sync it.", "config": [{"type": "teleport"}]}',
             CHANGED_TASK_1,
         ]
     ).encode()
@@ -759,8 +759,8 @@ def test_unknown_setup_step_type_is_refused_naming_row_and_step(post_body, store
         "instruction": "Open the shared sheet.",
         "config": [
             {"type": "launch", "parameters": {"command": ["libreoffice", "--calc"]}},
-            {"type": "googledrive", "parameters": {"settings_file": "settings.yml"}},
-            {"type": "login", "parameters": {}},
+            {"type": "teleport", "parameters": {"settings_file": "settings.yml"}},
+            {"type": "levitate", "parameters": {}},
         ],
     }
     changed = {"id": "task-1", "instruction": "Do something else with file 1."}
@@ -768,7 +768,7 @@ def test_unknown_setup_step_type_is_refused_naming_row_and_step(post_body, store
     errors = rejected_errors(post_body(json.dumps([changed, task]).encode()), before)
 
     assert rows_and_fields(errors) == {(2, "config[1]"), (2, "config[2]")}
-    assert "'googledrive' is not a setup step the desktops run" in errors[0]["message"]
+    assert "'teleport' is not a setup step the desktops run" in errors[0]["message"]
     assert "launch" in errors[0]["message"]
 
 

@@ -77,7 +77,9 @@ def evaluator_getters(evaluator: Any) -> Iterator[PlacedGetter]:
 def _urls(value: Any) -> list[str]:
     candidates = value if isinstance(value, list) else [value]
     return [
-        url for url in candidates if isinstance(url, str) and url.startswith(("http://", "https://"))
+        url
+        for url in candidates
+        if isinstance(url, str) and url.startswith(("http://", "https://"))
     ]
 
 

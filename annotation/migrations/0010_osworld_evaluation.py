@@ -4,35 +4,48 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotation', '0009_step_execution_claim'),
+        ("annotation", "0009_step_execution_claim"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='episode',
-            name='evaluation',
+            model_name="episode",
+            name="evaluation",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name='episode',
-            name='evaluation_status',
-            field=models.CharField(blank=True, choices=[('', 'None'), ('pending', 'Pending'), ('scored', 'Scored'), ('failed', 'Failed')], default='', max_length=8),
+            model_name="episode",
+            name="evaluation_status",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("", "None"),
+                    ("pending", "Pending"),
+                    ("scored", "Scored"),
+                    ("failed", "Failed"),
+                ],
+                default="",
+                max_length=8,
+            ),
         ),
         migrations.AddField(
-            model_name='episode',
-            name='setup_log',
+            model_name="episode",
+            name="setup_log",
             field=models.JSONField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='episode',
-            name='task_success',
+            model_name="episode",
+            name="task_success",
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='task',
-            name='cannot_run',
-            field=models.CharField(blank=True, help_text='Why the task cannot run here: its setup or evaluator needs third-party accounts (Google Drive, a login). Such a task is kept but never claimed.', max_length=300),
+            model_name="task",
+            name="cannot_run",
+            field=models.CharField(
+                blank=True,
+                help_text="Why the task cannot run here: its setup or evaluator needs third-party accounts (Google Drive, a login). Such a task is kept but never claimed.",
+                max_length=300,
+            ),
         ),
     ]
