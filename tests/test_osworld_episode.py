@@ -14,6 +14,8 @@ Solved (the annotator types the amounts in order over the old ones), it scores 1
 was (the annotator says finished at once), it scores 0.
 """
 
+import json
+
 import pytest
 
 from annotation import demo_osworld, episodes, evaluations
@@ -100,3 +102,36 @@ def test_the_same_task_left_unsolved_scores_0(calc_task, project):
     assert episode.task_success == 0.0
     (metric,) = episode.evaluation["metrics"]
     assert (metric["func"], metric["score"]) == ("compare_table", 0.0)
+
+
+def test_the_published_os_task_sets_up_with_sudo_and_its_evaluator_reads_the_desktop(
+    loop_settings,
+):
+    """OSWorld's setups use ``sudo -S`` with ``{CLIENT_PASSWORD}``: on a desktop, sudo runs the
+    command as the desktop's user, so a folder in HOME is made; the published evaluator then
+    reads the desktop with a command and scores 0 before the rename and 1 after."""
+    from vm_pool.evaluation.evaluator import evaluate
+    from vm_pool.setup_runner import run_setup
+
+    task = json.loads(
+        (demo_osworld.TASKS / "e0df059f-28a6-4169-924f-b9623e7184cc.json").read_text()
+    )
+    template = DesktopTemplate.objects.create(
+        name="os", provider="docker", width=1024, height=768, min_ready=0
+    )
+    desktop = pool.start_desktop(pool.create_desktop(template, loop_settings.TANDEM_HOST).pk)
+    control = pool.control_for(desktop)
+
+    assert run_setup(control, task["config"]) == []  # nothing failed, sudo included
+    listed = control.run(["ls", "/home/user/Desktop"], timeout=10).stdout.split()
+    assert listed == ["todo_list_Jan_1"]
+    no_fetch = lambda url: b""  # noqa: E731 - the task has no files
+    assert evaluate(control, task["evaluator"], False, no_fetch).value == 0.0
+    control.run(
+        ["mv", "/home/user/Desktop/todo_list_Jan_1", "/home/user/Desktop/todo_list_Jan_2"],
+        timeout=10,
+    )
+    score = evaluate(control, task["evaluator"], False, no_fetch)
+    assert score.value == 1.0 and score.metrics[0]["result"] == "Directory exists.\n"
+    # Given up (call_user), a feasible task scores 0 whatever the desktop shows.
+    assert evaluate(control, task["evaluator"], True, no_fetch).value == 0.0

@@ -61,6 +61,9 @@ AGENT_MODULES = (
     "__init__.py", "agent.py", "actions.py", "action_space.py", "action_text.py", "devtools.py"
 )  # fmt: skip
 HOST_X11_DIR = Path("/tmp/.X11-unix")
+# The folders of a desktop user's HOME on the systems OSWorld's tasks were written for (a task
+# that puts a file on ~/Desktop finds the folder there).
+HOME_FOLDERS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Videos")
 PASSWD = (
     "root:x:0:0:root:/root:/usr/sbin/nologin\n"
     f"{INSIDE_USER}:x:{INSIDE_UID}:{INSIDE_UID}:Desktop user:{INSIDE_HOME}:/bin/bash\n"
@@ -124,6 +127,8 @@ def prepare_files(files: DesktopFiles, uid: int, home_template: Path) -> None:
         if path.exists():
             shutil.rmtree(path)
     shutil.copytree(home_template, files.home, symlinks=True)
+    for folder in HOME_FOLDERS:  # a desktop user's usual folders, as tasks expect them
+        (files.home / folder).mkdir(exist_ok=True)
     files.run.mkdir()
     files.x11.mkdir()
     for path in (files.home, files.run, files.x11):
