@@ -2,8 +2,8 @@
 
 A task's setup and its evaluator name files by URL: ``download`` steps (in the setup and in
 the evaluator's ``postconfig``), the evaluator's ``cloud_file`` getters (a URL, or a list of
-them), ``cache_file`` getters whose path is a URL (OSWorld's own are mostly paths in its cache
-folder, which name nothing to fetch), and ``update_browse_history`` steps, which start from
+them; ``cache_file`` names a file the postconfig's commands wrote, never a URL), and
+``update_browse_history`` steps, which start from
 OSWorld's empty Chrome history file. ``missing_urls`` says which of them the cache lacks, so a
 manager can upload them before anyone claims the task on a platform with no way out.
 
@@ -17,12 +17,9 @@ from typing import Any
 
 from vm_pool.downloads import url_key
 from vm_pool.models import TaskFile
+from vm_pool.setup_browser import EMPTY_CHROME_HISTORY_URL
 
-EMPTY_CHROME_HISTORY_URL = (
-    "https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main/chrome/"
-    "44ee5668-ecd5-4366-a6ce-c1c9b8d4e938/history_empty.sqlite?download=true"
-)
-FILE_GETTERS = ("cloud_file", "cache_file")
+FILE_GETTERS = ("cloud_file",)
 
 
 @dataclass(frozen=True)
