@@ -40,15 +40,19 @@ class Registries:
     getters: Collection[str]
     metrics: Collection[str]
     not_runnable: dict[str, str] = field(default_factory=dict)  # setup type → why never
+    table_rules: Collection[str] = ()  # the rule types compare_table checks
 
 
 def installed_registries() -> Registries:
     """The registries as the code holds them now, imported only when a report is made."""
     from vm_pool.evaluation.getters import GETTERS
     from vm_pool.evaluation.metrics import METRICS
+    from vm_pool.evaluation.metrics.table import TABLE_RULE_TYPES
     from vm_pool.setup_runner import NOT_RUNNABLE, RUNNERS
 
-    return Registries(set(RUNNERS), set(GETTERS), set(METRICS), dict(NOT_RUNNABLE))
+    return Registries(
+        set(RUNNERS), set(GETTERS), set(METRICS), dict(NOT_RUNNABLE), TABLE_RULE_TYPES
+    )
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,21 @@ def metric_names(evaluator: Any) -> list[str]:
     return [str(name) for name in names]
 
 
+def table_rule_types(evaluator: Any) -> set[str]:
+    """The ``compare_table`` rule types an evaluator uses (its options follow its metrics)."""
+    if not isinstance(evaluator, dict):
+        return set()
+    names = metric_names(evaluator)
+    options = evaluator.get("options")
+    per_metric = options if isinstance(options, list) else [options] * len(names)
+    found = set()
+    for name, option in zip(names, per_metric, strict=False):
+        if name == "compare_table" and isinstance(option, dict):
+            rules = option.get("rules") or []
+            found |= {str(r.get("type")) for r in rules if isinstance(r, dict)}
+    return found
+
+
 def judge(domain: str, task: dict[str, Any], registries: Registries) -> Verdict:
     setup = task.get("config", task.get("setup", []))
     evaluator = task.get("evaluator", {})
@@ -182,6 +201,11 @@ def judge(domain: str, task: dict[str, Any], registries: Registries) -> Verdict:
             name
             for name in metric_names(evaluator)
             if name != INFEASIBLE and name not in registries.metrics
+        }
+        | {
+            f"compare_table rule {rule}"
+            for rule in table_rule_types(evaluator)
+            if registries.table_rules and rule not in registries.table_rules
         },
         cannot_run=cannot_run_reason(setup, evaluator),
     )

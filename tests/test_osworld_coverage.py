@@ -172,3 +172,24 @@ def test_the_command_prints_a_table(task_folder):
 def test_a_folder_without_task_files_is_an_error(tmp_path):
     with pytest.raises(CommandError, match="no task files"):
         call_command("osworld_coverage", str(tmp_path))
+
+
+def test_a_compare_table_rule_it_does_not_check_is_a_gap(tmp_path):
+    registries = Registries(
+        runners={"launch"},
+        getters={"vm_file"},
+        metrics={"compare_table"},
+        table_rules={"sheet_data"},
+    )
+    rules = {"rules": [{"type": "sheet_data"}, {"type": "pivot_table"}]}
+    write(
+        tmp_path,
+        "calc",
+        task("data", func="compare_table", options={"rules": [{"type": "sheet_data"}]}),
+        task("pivot", func="compare_table", options=rules),
+        task("listed", func=["compare_table"], options=[rules]),
+    )
+    report = coverage(tmp_path, registries=registries)
+    (row,) = [r for r in report.domains if r.domain == "calc"]
+    assert (row.tasks, row.fully_supported) == (3, 1)
+    assert [(g.name, g.tasks) for g in report.gaps] == [("compare_table rule pivot_table", 2)]

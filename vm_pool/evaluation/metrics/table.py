@@ -378,3 +378,6 @@ _RULE_CHECKS: dict[str, Callable[[_Books, dict[str, Any]], bool]] = {
     "col_props": _col_props,
     "check_cell": _check_cell,
 }
+# What ``compare_table`` checks; a task's other rule types (charts, pivot tables, filters,
+# sparklines) make its evaluator fail, and the coverage report counts them as gaps.
+TABLE_RULE_TYPES = frozenset(_RULE_CHECKS)
