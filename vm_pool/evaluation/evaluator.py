@@ -34,6 +34,7 @@ from vm_pool.setup_runner import run_steps
 logger = logging.getLogger(__name__)
 
 INFEASIBLE = "infeasible"
+FILE_GETTERS = ("vm_file", "cloud_file", "cache_file")
 SHOWN_CHARS = 300
 
 
@@ -62,6 +63,16 @@ class Score:
 def _shown(value: Any) -> Any:
     text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
+
+
+def _seen(config: Any, value: Any) -> Any:
+    """What a getter gave, as a person reads it: a file by where it came from (the desktop's
+    path, the task file's URL), not by the evaluation's own copy of it."""
+    if isinstance(config, dict) and config.get("type") in FILE_GETTERS:
+        if value is None:
+            return f"no file {config.get('path')}"
+        return _shown(config.get("path"))
+    return _shown(value)
 
 
 def _as_list(value: Any, count: int, name: str) -> list[Any]:
@@ -162,5 +173,6 @@ def _one(
     except Exception as error:  # a document a metric cannot read scores 0, with its reason
         logger.info("metric %s raised: %s", name, error)
         detail = {"score": 0.0, "error": f"{type(error).__name__}: {error}"}
-        return 0.0, {**detail, "result": _shown(actual), "expected": _shown(wanted)}
-    return value, {"score": value, "result": _shown(actual), "expected": _shown(wanted)}
+        return 0.0, {**detail, "result": _seen(result, actual), "expected": _seen(expected, wanted)}
+    shown = {"result": _seen(result, actual), "expected": _seen(expected, wanted)}
+    return value, {"score": value, **shown}

@@ -1,0 +1,191 @@
+"""The evaluator as OSWorld reads one, on a real sandboxed desktop: the postconfig runs first,
+metrics combine by ``conj``, ``infeasible`` and giving up score as OSWorld scores them, a file
+that is not there scores 0 and says so, and an evaluator that cannot run is no score at all.
+
+And the episode's side: a desktop lost before its evaluation stores "not scored" with the
+reason, and a second delivery of the job changes nothing.
+"""
+
+import pytest
+
+from annotation import evaluations
+from annotation.models import Episode, EpisodeOutcome, EvaluationStatus, Task
+from vm_pool import pool
+from vm_pool.evaluation.evaluator import EvaluationFailed, evaluate
+from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
+from vm_pool.providers.base import DesktopControl
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def no_files(url: str) -> bytes:
+    raise AssertionError(f"nothing is fetched here, not {url}")
+
+
+@pytest.fixture
+def control(loop_settings) -> DesktopControl:
+    template = DesktopTemplate.objects.create(name="scored", width=800, height=600, min_ready=0)
+    desktop = pool.start_desktop(pool.create_desktop(template, loop_settings.TANDEM_HOST).pk)
+    assert desktop.status == DesktopStatus.READY, desktop.broken_reason
+    return pool.control_for(Desktop.objects.get(pk=desktop.pk))
+
+
+def says(text: str) -> dict:
+    """A getter of a command's output: ``text`` (the postconfig's file, for ``saved``)."""
+    command = "cat ~/state.txt" if text == "saved" else f"printf {text}"
+    return {"type": "vm_command_line", "command": command, "shell": True}
+
+
+def rule(expected: str) -> dict:
+    return {"type": "rule", "rules": {"expected": expected}}
+
+
+def test_the_postconfig_runs_first_and_its_output_is_a_cache_file(control):
+    save = {"command": "printf saved > ~/state.txt", "shell": True}
+    read = {"command": ["cat", "~/state.txt"], "stdout": "o.txt"}
+    evaluator = {
+        "postconfig": [
+            {"type": "execute", "parameters": save},
+            {"type": "execute", "parameters": read},
+        ],
+        "func": ["exact_match", "compare_text_file"],
+        "result": [says("saved"), {"type": "cache_file", "path": "o.txt"}],
+        "expected": [rule("saved"), {"type": "vm_file", "path": "~/state.txt", "dest": "s.txt"}],
+    }
+    score = evaluate(control, evaluator, False, no_files)
+    assert (score.value, score.conjunction) == (1.0, "and")
+    assert [m["score"] for m in score.metrics] == [1.0, 1.0]
+    # Files are shown by where they came from, not by the evaluation's own copies.
+    assert (score.metrics[1]["result"], score.metrics[1]["expected"]) == ("o.txt", "~/state.txt")
+
+
+def test_and_stops_at_the_first_zero_and_or_at_the_first_one(control):
+    three = {
+        "func": ["exact_match", "exact_match", "exact_match"],
+        "result": [says("a"), says("b"), says("c")],
+        "expected": [rule("a"), rule("x"), rule("c")],
+    }
+    score = evaluate(control, {**three, "conj": "and"}, False, no_files)
+    assert score.value == 0.0 and score.reason == "metric 1 (exact_match) scored 0"
+    assert [m["score"] for m in score.metrics] == [1.0, 0.0, "skipped"]
+
+    score = evaluate(control, {**three, "conj": "or"}, False, no_files)
+    assert score.value == 1.0 and [m["score"] for m in score.metrics] == [1.0, "skipped", "skipped"]
+
+    partial = {**three, "expected": [rule("a"), rule("b"), rule("c")], "conj": "and"}
+    assert evaluate(control, partial, False, no_files).value == 1.0
+
+
+def test_infeasible_and_giving_up_score_as_osworld_does(control):
+    infeasible = {"func": "infeasible"}
+    assert evaluate(control, infeasible, True, no_files).value == 1.0
+    assert evaluate(control, infeasible, False, no_files).value == 0.0
+    feasible = {"func": "exact_match", "result": says("a"), "expected": rule("a")}
+    assert evaluate(control, feasible, False, no_files).value == 1.0
+    given_up = evaluate(control, feasible, True, no_files)
+    assert given_up.value == 0.0 and given_up.reason == "the episode gave up (call_user)"
+
+
+def test_a_missing_file_scores_0_and_says_which(control):
+    evaluator = {
+        "func": "compare_text_file",
+        "result": {"type": "vm_file", "path": "~/never-written.txt", "dest": "r.txt"},
+        "expected": {"type": "vm_file", "path": "~/never-written.txt", "dest": "e.txt"},
+    }
+    score = evaluate(control, evaluator, False, no_files)
+    assert score.value == 0.0
+    assert score.metrics[0]["result"] == "no file ~/never-written.txt"
+
+
+@pytest.mark.parametrize(
+    ("evaluator", "reason"),
+    [
+        ({"func": "no_such_metric", "result": says("a")}, "metric no_such_metric is not supported"),
+        ({"func": "exact_match", "result": {"type": "telepathy"}}, "getter 'telepathy'"),
+        ({"func": ["exact_match"], "result": [says("a"), says("b")]}, "'result' has 2 entries"),
+        (
+            {
+                "func": "compare_table",
+                "result": {"type": "vm_file", "path": "~/a.xlsx", "dest": "a.xlsx"},
+                "options": {"rules": [{"type": "sparkline"}]},
+            },
+            "compare_table rule type 'sparkline' is not supported",
+        ),
+        (
+            {
+                "postconfig": [{"type": "launch", "parameters": {"command": ["no-such-program"]}}],
+                "func": "exact_match",
+                "result": says("a"),
+                "expected": rule("a"),
+            },
+            "postconfig: setup step 1 (launch) failed",
+        ),
+    ],
+)
+def test_an_evaluator_that_cannot_run_gives_no_score(control, evaluator, reason):
+    with pytest.raises(EvaluationFailed, match=reason):
+        evaluate(control, evaluator, False, no_files)
+
+
+def test_an_episode_whose_desktop_was_lost_is_not_scored(loop_settings, make_user, project):
+    template = DesktopTemplate.objects.create(name="lost", min_ready=0)
+    desktop = pool.start_desktop(pool.create_desktop(template, loop_settings.TANDEM_HOST).pk)
+    ann = make_user("ann")
+    leased = pool.lease_desktop(template, ann, "t", 60)
+    task = Task.objects.create(
+        project=project, external_id="t", instruction="Say a",
+        evaluator={"func": "exact_match", "result": says("a"), "expected": rule("a")},
+    )  # fmt: skip
+    episode = Episode.objects.create(
+        task=task, annotator=ann, desktop=desktop, desktop_generation=leased.generation
+    )
+    from annotation.episode_leases import end_episode
+
+    end_episode(episode.pk, EpisodeOutcome.FINISHED, "finished")
+    episode.refresh_from_db()
+    assert episode.evaluation_status == EvaluationStatus.PENDING
+    assert pool.release_desktop(desktop.pk)  # lapsed and released before the job ran
+
+    evaluations.evaluate_episode(episode.pk)
+    episode.refresh_from_db()
+    assert (episode.evaluation_status, episode.task_success) == (EvaluationStatus.FAILED, None)
+    assert episode.evaluation == {"error": "the desktop was lost"}
+    evaluations.evaluate_episode(episode.pk)  # delivered again: nothing changes
+    episode.refresh_from_db()
+    assert episode.evaluation == {"error": "the desktop was lost"}
+
+
+def test_an_episode_is_scored_and_its_desktop_released_after(loop_settings, make_user, project):
+    template = DesktopTemplate.objects.create(name="kept", min_ready=0)
+    desktop = pool.start_desktop(pool.create_desktop(template, loop_settings.TANDEM_HOST).pk)
+    ann = make_user("ann")
+    leased = pool.lease_desktop(template, ann, "t", 60)
+    task = Task.objects.create(
+        project=project, external_id="t", instruction="Say a",
+        evaluator={"func": "exact_match", "result": says("a"), "expected": rule("a")},
+    )  # fmt: skip
+    episode = Episode.objects.create(
+        task=task, annotator=ann, desktop=desktop, desktop_generation=leased.generation
+    )
+    from annotation.episode_leases import end_episode
+
+    end_episode(episode.pk, EpisodeOutcome.FINISHED, "finished")
+    assert Desktop.objects.get(pk=desktop.pk).status == DesktopStatus.LEASED  # kept for it
+    evaluations.evaluate_episode(episode.pk)
+    episode.refresh_from_db()
+    assert (episode.evaluation_status, episode.task_success) == (EvaluationStatus.SCORED, 1.0)
+    assert Desktop.objects.get(pk=desktop.pk).status != DesktopStatus.LEASED
+
+    # An abandoned episode is never scored: its desktop goes back at once.
+    other = Task.objects.create(
+        project=project, external_id="u", instruction="Say a", evaluator=task.evaluator
+    )
+    pool.reset_desktop(desktop.pk)
+    leased = pool.lease_desktop(template, ann, "u", 60)
+    abandoned = Episode.objects.create(
+        task=other, annotator=ann, desktop=desktop, desktop_generation=leased.generation
+    )
+    end_episode(abandoned.pk, EpisodeOutcome.ABANDONED, "the annotator left")
+    abandoned.refresh_from_db()
+    assert abandoned.evaluation_status == EvaluationStatus.NONE
+    assert Desktop.objects.get(pk=desktop.pk).status != DesktopStatus.LEASED
