@@ -85,6 +85,18 @@ def loop_settings(db, settings, tmp_path):
 
 
 @pytest.fixture
+def sandboxed_control(loop_settings):
+    """The control of one ready sandboxed desktop (1024×768) of the test's own host."""
+    from vm_pool import pool
+    from vm_pool.models import DesktopStatus, DesktopTemplate
+
+    template = DesktopTemplate.objects.create(name="sandboxed", width=1024, height=768, min_ready=0)
+    desktop = pool.start_desktop(pool.create_desktop(template, loop_settings.TANDEM_HOST).pk)
+    assert desktop.status == DesktopStatus.READY, desktop.broken_reason
+    return pool.control_for(desktop)
+
+
+@pytest.fixture
 def make_user(db) -> Callable[..., User]:
     def make(
         username: str, project: Project | None = None, role: str | None = None, **extra

@@ -9,10 +9,11 @@ reason, and a second delivery of the job changes nothing.
 import pytest
 
 from annotation import evaluations
+from annotation.episode_leases import end_episode
 from annotation.models import Episode, EpisodeOutcome, EvaluationStatus, Task
 from vm_pool import pool
 from vm_pool.evaluation.evaluator import EvaluationFailed, evaluate
-from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
+from vm_pool.models import Desktop, DesktopStatus
 from vm_pool.providers.base import DesktopControl
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,11 +24,8 @@ def no_files(url: str) -> bytes:
 
 
 @pytest.fixture
-def control(loop_settings) -> DesktopControl:
-    template = DesktopTemplate.objects.create(name="scored", width=800, height=600, min_ready=0)
-    desktop = pool.start_desktop(pool.create_desktop(template, loop_settings.TANDEM_HOST).pk)
-    assert desktop.status == DesktopStatus.READY, desktop.broken_reason
-    return pool.control_for(Desktop.objects.get(pk=desktop.pk))
+def control(sandboxed_control) -> DesktopControl:
+    return sandboxed_control
 
 
 def says(text: str) -> dict:
@@ -127,24 +125,33 @@ def test_an_evaluator_that_cannot_run_gives_no_score(control, evaluator, reason)
         evaluate(control, evaluator, False, no_files)
 
 
-def test_an_episode_whose_desktop_was_lost_is_not_scored(loop_settings, make_user, project):
-    template = DesktopTemplate.objects.create(name="lost", min_ready=0)
-    desktop = pool.start_desktop(pool.create_desktop(template, loop_settings.TANDEM_HOST).pk)
-    ann = make_user("ann")
-    leased = pool.lease_desktop(template, ann, "t", 60)
-    task = Task.objects.create(
-        project=project, external_id="t", instruction="Say a",
-        evaluator={"func": "exact_match", "result": says("a"), "expected": rule("a")},
-    )  # fmt: skip
-    episode = Episode.objects.create(
-        task=task, annotator=ann, desktop=desktop, desktop_generation=leased.generation
-    )
-    from annotation.episode_leases import end_episode
+SAY_A = {"func": "exact_match", "result": says("a"), "expected": rule("a")}
 
-    end_episode(episode.pk, EpisodeOutcome.FINISHED, "finished")
+
+def ended_on(desktop: Desktop, annotator, project, name: str, outcome: str) -> Episode:
+    """An episode of a task with an evaluator, on ``desktop`` leased now, ended ``outcome``."""
+    leased = pool.lease_desktop(desktop.template, annotator, name, 60)
+    assert leased.pk == desktop.pk
+    task = Task.objects.create(
+        project=project, external_id=name, instruction="Say a", evaluator=SAY_A
+    )
+    episode = Episode.objects.create(
+        task=task, annotator=annotator, desktop=desktop, desktop_generation=leased.generation
+    )
+    end_episode(episode.pk, outcome, outcome)
     episode.refresh_from_db()
+    return episode
+
+
+@pytest.fixture
+def ready(control) -> Desktop:
+    return Desktop.objects.get(status=DesktopStatus.READY)
+
+
+def test_an_episode_whose_desktop_was_lost_is_not_scored(ready, make_user, project):
+    episode = ended_on(ready, make_user("ann"), project, "t", EpisodeOutcome.FINISHED)
     assert episode.evaluation_status == EvaluationStatus.PENDING
-    assert pool.release_desktop(desktop.pk)  # lapsed and released before the job ran
+    assert pool.release_desktop(ready.pk)  # lapsed and released before the job ran
 
     evaluations.evaluate_episode(episode.pk)
     episode.refresh_from_db()
@@ -155,37 +162,18 @@ def test_an_episode_whose_desktop_was_lost_is_not_scored(loop_settings, make_use
     assert episode.evaluation == {"error": "the desktop was lost"}
 
 
-def test_an_episode_is_scored_and_its_desktop_released_after(loop_settings, make_user, project):
-    template = DesktopTemplate.objects.create(name="kept", min_ready=0)
-    desktop = pool.start_desktop(pool.create_desktop(template, loop_settings.TANDEM_HOST).pk)
+def test_an_episode_is_scored_and_its_desktop_released_after(ready, make_user, project):
     ann = make_user("ann")
-    leased = pool.lease_desktop(template, ann, "t", 60)
-    task = Task.objects.create(
-        project=project, external_id="t", instruction="Say a",
-        evaluator={"func": "exact_match", "result": says("a"), "expected": rule("a")},
-    )  # fmt: skip
-    episode = Episode.objects.create(
-        task=task, annotator=ann, desktop=desktop, desktop_generation=leased.generation
-    )
-    from annotation.episode_leases import end_episode
-
-    end_episode(episode.pk, EpisodeOutcome.FINISHED, "finished")
-    assert Desktop.objects.get(pk=desktop.pk).status == DesktopStatus.LEASED  # kept for it
+    episode = ended_on(ready, ann, project, "t", EpisodeOutcome.FINISHED)
+    assert episode.evaluation_status == EvaluationStatus.PENDING
+    assert Desktop.objects.get(pk=ready.pk).status == DesktopStatus.LEASED  # kept for it
     evaluations.evaluate_episode(episode.pk)
     episode.refresh_from_db()
     assert (episode.evaluation_status, episode.task_success) == (EvaluationStatus.SCORED, 1.0)
-    assert Desktop.objects.get(pk=desktop.pk).status != DesktopStatus.LEASED
+    assert Desktop.objects.get(pk=ready.pk).status == DesktopStatus.RESETTING
 
     # An abandoned episode is never scored: its desktop goes back at once.
-    other = Task.objects.create(
-        project=project, external_id="u", instruction="Say a", evaluator=task.evaluator
-    )
-    pool.reset_desktop(desktop.pk)
-    leased = pool.lease_desktop(template, ann, "u", 60)
-    abandoned = Episode.objects.create(
-        task=other, annotator=ann, desktop=desktop, desktop_generation=leased.generation
-    )
-    end_episode(abandoned.pk, EpisodeOutcome.ABANDONED, "the annotator left")
-    abandoned.refresh_from_db()
+    assert pool.reset_desktop(ready.pk).status == DesktopStatus.READY
+    abandoned = ended_on(ready, ann, project, "u", EpisodeOutcome.ABANDONED)
     assert abandoned.evaluation_status == EvaluationStatus.NONE
-    assert Desktop.objects.get(pk=desktop.pk).status != DesktopStatus.LEASED
+    assert Desktop.objects.get(pk=ready.pk).status == DesktopStatus.RESETTING

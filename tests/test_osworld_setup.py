@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from vm_pool import pool
 from vm_pool.evaluation.getters import (
     Reading,
     active_url_from_accessTree,
@@ -20,7 +19,6 @@ from vm_pool.evaluation.getters import (
     vm_command_line,
     vm_file,
 )
-from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 from vm_pool.providers.base import DesktopControl
 from vm_pool.setup_runner import SetupFailed, run_setup
 
@@ -28,11 +26,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def control(loop_settings) -> DesktopControl:
-    template = DesktopTemplate.objects.create(name="osworld", width=1024, height=768, min_ready=0)
-    desktop = pool.start_desktop(pool.create_desktop(template, loop_settings.TANDEM_HOST).pk)
-    assert desktop.status == DesktopStatus.READY, desktop.broken_reason
-    return pool.control_for(Desktop.objects.get(pk=desktop.pk))
+def control(sandboxed_control) -> DesktopControl:
+    return sandboxed_control
 
 
 def active_title(control: DesktopControl) -> str:
