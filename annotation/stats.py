@@ -4,7 +4,8 @@ throughput over time, and how often annotators accept each model version's propo
 - **Progress board.** Every task of the project counted by status (``queued``, ``assigned``,
   ``in_progress``, ``submitted``, ``reviewed``, ``rejected``; every status appears, zero
   included), and for each status the most recently updated tasks (at most ``limit``), each with
-  its latest episode so the board can open it, why it cannot run here if it cannot, and the
+  its latest episode so the board can open it (with its task success, when its task's evaluator
+  scored it), why it cannot run here if it cannot, and the
   files it needs that the task-file cache lacks (``annotation.task_support``).
 - **Throughput.** Per annotator and per time bucket (an hour or a day, in UTC): *steps decided*
   is the number of steps whose decision they committed in that bucket (``Step.decided_at``);
@@ -109,7 +110,11 @@ def progress_board(project: Project, limit: int = 50) -> dict[str, Any]:
         tasks: QuerySet[Task] = (
             project.tasks.filter(status=status)
             .select_related("assignee")
-            .annotate(latest_episode=Subquery(latest_episode.values("pk")[:1]))
+            .annotate(
+                latest_episode=Subquery(latest_episode.values("pk")[:1]),
+                latest_evaluation_status=Subquery(latest_episode.values("evaluation_status")[:1]),
+                latest_task_success=Subquery(latest_episode.values("task_success")[:1]),
+            )
             .order_by("-updated_at", "-id")[:limit]
         )
         shown[status.value] = list(tasks)
@@ -127,6 +132,9 @@ def progress_board(project: Project, limit: int = 50) -> dict[str, Any]:
                     "priority": task.priority,
                     "updated_at": task.updated_at,
                     "episode": task.latest_episode,  # type: ignore[attr-defined]
+                    # what the task's evaluator made of that episode ("" when nothing)
+                    "evaluation_status": task.latest_evaluation_status or "",  # type: ignore[attr-defined]
+                    "task_success": task.latest_task_success,  # type: ignore[attr-defined]
                     "cannot_run": task.cannot_run,
                     "files_missing": missing[task.pk],
                 }

@@ -6,6 +6,7 @@ Servers here are real: HTTP (and HTTPS) servers on 127.0.0.1, listed as a deploy
 where a test needs them reached. Refusals are shown to open no connection at all.
 """
 
+import hashlib
 import socket
 import ssl
 import threading
@@ -24,7 +25,13 @@ from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from backend.accounts.roles import Role
-from vm_pool.downloads import DownloadRefused, fetch_task_file, size_limit_text, task_file_path
+from vm_pool.downloads import (
+    DownloadRefused,
+    fetch_task_file,
+    size_limit_text,
+    store_task_file,
+    task_file_path,
+)
 from vm_pool.models import TaskFile
 
 pytestmark = pytest.mark.django_db
@@ -271,6 +278,21 @@ def test_a_listed_server_serves_the_file_once_and_the_cache_answers_after(file_s
     assert (kept.url, kept.source, kept.size_bytes) == (url, "fetched", len(DOCUMENT))
     assert stored_files(media) == [kept.sha256]
     assert default_storage.open(task_file_path(kept.sha256)).read() == DOCUMENT
+
+
+def test_a_task_that_names_its_files_sha256_gets_that_content_or_an_error(file_server, media):
+    digest = hashlib.sha256(DOCUMENT).hexdigest()
+    other_url = file_server.url("/elsewhere/report.txt")
+    store_task_file(other_url, DOCUMENT, TaskFile.Source.UPLOADED)
+    # Kept under another URL, the same content serves: no request is made.
+    assert fetch_task_file(file_server.url("/report.txt"), digest) == DOCUMENT
+    assert file_server.requests == []
+    # A file whose content is not the one named is refused, kept or fetched, and nothing kept.
+    with pytest.raises(DownloadRefused, match="has sha256 .*, not the task's 0+$"):
+        fetch_task_file(other_url, "0" * 64)
+    with pytest.raises(DownloadRefused, match=r"report.txt has sha256 .*, not 1+$"):
+        fetch_task_file(file_server.url("/report.txt?v=2"), "1" * 64)
+    assert TaskFile.objects.count() == 1
 
 
 def test_proxy_variables_of_the_environment_are_ignored(file_server, recorder, monkeypatch):

@@ -6,11 +6,13 @@ OSWorld's placeholders and ``~/`` paths, and their failures are logged while the
 a program that does not exist fails the setup with the reason, at once.
 """
 
+import io
 import socket
 import time
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from vm_pool.evaluation.getters import (
     Reading,
@@ -169,3 +171,19 @@ def test_getters_read_files_and_command_output_through_the_agent(control, tmp_pa
     )
     with pytest.raises(Exception, match="outside HOME"):
         vm_file(reading, {"path": "/etc/passwd", "dest": "passwd"})
+
+
+def test_the_wallpaper_is_the_image_the_step_names(control):
+    red = io.BytesIO()
+    Image.new("RGB", (320, 200), (200, 30, 30)).save(red, "PNG")
+    control.put_file("~/Pictures/red.png", red.getvalue())
+    run_setup(control, [step("change_wallpaper", path="~/Pictures/red.png")])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        screen = Image.open(io.BytesIO(control.observe(settle=True).png)).convert("RGB")
+        if screen.getpixel((700, 500)) == (200, 30, 30):
+            break
+        time.sleep(0.5)
+    assert screen.getpixel((700, 500)) == (200, 30, 30)  # stretched over the whole screen
+    with pytest.raises(SetupFailed, match="there is no file '/home/user/none.png'"):
+        run_setup(control, [step("change_wallpaper", path="~/none.png")])

@@ -90,16 +90,27 @@ def check_url(url: str) -> None:
     _split(url)
 
 
-def fetch_task_file(url: str) -> bytes:
+def fetch_task_file(url: str, sha256: str | None = None) -> bytes:
     """The file at ``url``: kept from before, else downloaded under the rules and kept.
 
-    Raises DownloadRefused, naming the rule or the failure, when the file cannot be had.
+    With ``sha256`` (a task that names its file's digest), a file kept with that content under
+    any URL serves, and a file whose content differs is refused rather than used. Raises
+    DownloadRefused, naming the rule or the failure, when the file cannot be had.
     """
+    wanted = sha256.lower() if sha256 else None
     kept = TaskFile.objects.filter(url_sha256=url_key(url)).first()
-    if kept is not None:
+    if kept is None and wanted is not None:
+        kept = TaskFile.objects.filter(sha256=wanted).first()
+    if kept is not None and (wanted is None or kept.sha256 == wanted):
         with default_storage.open(task_file_path(kept.sha256), "rb") as content:
             return content.read()
+    if kept is not None:
+        raise DownloadRefused(
+            f"the file kept for {url} has sha256 {kept.sha256}, not the task's {wanted}"
+        )
     data = _download(url)
+    if wanted is not None and hashlib.sha256(data).hexdigest() != wanted:
+        raise DownloadRefused(f"{url} has sha256 {hashlib.sha256(data).hexdigest()}, not {wanted}")
     store_task_file(url, data, TaskFile.Source.FETCHED)
     logger.info("fetched task file %s (%d bytes)", url, len(data))
     return data

@@ -19,10 +19,11 @@ A task's ``setup`` (and its evaluator's ``postconfig``) is a list of
   browser's tabs and history, over its debugging port (``vm_pool.setup_browser``)
 - ``change_wallpaper`` — the desktop's background image (``path``)
 - ``file`` — put a file in place (``path`` and ``content`` or ``content_b64``)
-- ``download`` — put files in place from ``url``s (``files``: [{url, path}]), through the
-  task-file cache, fetched by the platform under the rules of ``vm_pool.downloads`` (http and
-  https only, never loopback, private, link-local or metadata addresses, limited in size and
-  time) when the cache lacks them
+- ``download`` — put files in place from ``url``s (``files``: [{url, path, sha256?}]), through
+  the task-file cache (by URL, or by content where ``sha256`` is given, which is then checked),
+  fetched by the platform under the rules of ``vm_pool.downloads`` (http and https only, never
+  loopback, private, link-local or metadata addresses, limited in size and time) when the cache
+  lacks them
 - ``sleep`` — wait (``seconds``)
 
 Commands may hold OSWorld's placeholders ``{SCREEN_WIDTH}``, ``{SCREEN_HEIGHT}``,
@@ -78,9 +79,9 @@ def _argv(run: SetupRun, step: SetupStep, key: str = "command") -> list[str]:
     raise SetupFailed(f"{step.name()}: '{key}' must be a non-empty string or list of strings")
 
 
-def fetch(step: SetupStep, url: str) -> bytes:
+def fetch(step: SetupStep, url: str, sha256: str | None = None) -> bytes:
     try:
-        return fetch_task_file(url)
+        return fetch_task_file(url, sha256)
     except DownloadRefused as error:
         raise SetupFailed(f"{step.name()}: {url}: {error}") from error
 
@@ -209,7 +210,9 @@ def _download(run: SetupRun, step: SetupStep) -> None:
             isinstance(item.get(k), str) for k in ("url", "path")
         ):
             raise SetupFailed(f"{step.name()}: each file needs a 'url' and a 'path'")
-        run.control.put_file(check_desktop_path(step, item["path"]), fetch(step, item["url"]))
+        digest = item.get("sha256") if isinstance(item.get("sha256"), str) else None
+        data = fetch(step, item["url"], digest)
+        run.control.put_file(check_desktop_path(step, item["path"]), data)
 
 
 def _sleep(run: SetupRun, step: SetupStep) -> None:

@@ -2,6 +2,7 @@
 import { Link } from "react-router-dom";
 import { Button, ErrorBanner, Loading, useApi } from "../../ui";
 import { STATUS_LABEL, when } from "./format";
+import { taskSuccessCell } from "./evaluation";
 import { TaskSupportBadges } from "./TaskSupportBadges";
 import type { Board } from "./types";
 
@@ -33,7 +34,17 @@ export function ProgressBoard({ projectId }: { projectId: string }) {
                     {task.assignee ? `${task.assignee} · ` : ""}
                     {when(task.updated_at)}
                   </div>
-                  {task.episode ? <Link to={`/manage/episodes/${task.episode}`}>Episode {task.episode}</Link> : null}
+                  {task.episode ? (
+                    <div>
+                      <Link to={`/manage/episodes/${task.episode}`}>Episode {task.episode}</Link>
+                      {task.evaluation_status ? (
+                        <span className="board-success" data-testid={`board-success-${task.id}`}>
+                          {" "}
+                          · task success {taskSuccessCell(task).text}
+                        </span>
+                      ) : null}
+                    </div>
+                  ) : null}
                 </article>
               ))}
               {column.count > column.tasks.length ? (

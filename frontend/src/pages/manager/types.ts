@@ -30,6 +30,9 @@ export interface BoardTask extends TaskSupport {
   priority: number;
   updated_at: string;
   episode: number | null;
+  /** What the task's evaluator made of that latest episode. */
+  evaluation_status: EvaluationStatus;
+  task_success: number | null;
 }
 
 export interface Board {
