@@ -55,6 +55,8 @@ function ExportForm({ project, onCreated }: { project: string; onCreated: () => 
   const [modelVersion, setModelVersion] = useState("");
   const [reviewStatus, setReviewStatus] = useState("");
   const [annotator, setAnnotator] = useState("");
+  // Only episodes their task's evaluator scored at least this (OSWorld tasks); "" keeps all.
+  const [minTaskSuccess, setMinTaskSuccess] = useState("");
   const [includeAccepted, setIncludeAccepted] = useState(false);
   // Fine-tuning refuses exports that may hold the held-out episodes kept for evaluation.
   const [excludeHeldOut, setExcludeHeldOut] = useState(true);
@@ -66,6 +68,7 @@ function ExportForm({ project, onCreated }: { project: string; onCreated: () => 
     if (modelVersion) filters.model_version = modelVersion;
     if (reviewStatus) filters.review_status = reviewStatus;
     if (annotator) filters.annotator = annotator;
+    if (minTaskSuccess) filters.min_task_success = Number(minTaskSuccess);
     await api.post("/api/exports/", { project: Number(project), kind, format, filters });
     onCreated();
   });
@@ -114,6 +117,18 @@ function ExportForm({ project, onCreated }: { project: string; onCreated: () => 
           <label className="field">
             Annotator
             <input value={annotator} onChange={(e) => setAnnotator(e.target.value)} />
+          </label>
+          <label className="field">
+            Minimum task success (0–1)
+            <input
+              type="number"
+              min={0}
+              max={1}
+              step={0.05}
+              value={minTaskSuccess}
+              placeholder="any, scored or not"
+              onChange={(e) => setMinTaskSuccess(e.target.value)}
+            />
           </label>
           <label>
             <input type="checkbox" checked={includeAccepted} onChange={(e) => setIncludeAccepted(e.target.checked)} />{" "}
