@@ -116,7 +116,7 @@ def test_a_missing_file_scores_0_and_says_which(control):
                 "result": says("a"),
                 "expected": rule("a"),
             },
-            "postconfig: setup step 1 (launch) failed",
+            r"postconfig: setup step 1 \(launch\) failed",
         ),
     ],
 )
