@@ -20,6 +20,7 @@ from vm_pool.evaluation.getters import (
     open_tabs_info,
     vm_command_line,
     vm_file,
+    vm_wallpaper,
 )
 from vm_pool.providers.base import DesktopControl
 from vm_pool.setup_runner import SetupFailed, run_setup
@@ -173,7 +174,11 @@ def test_getters_read_files_and_command_output_through_the_agent(control, tmp_pa
         vm_file(reading, {"path": "/etc/passwd", "dest": "passwd"})
 
 
-def test_the_wallpaper_is_the_image_the_step_names(control):
+def no_fetch(url: str) -> bytes:
+    raise AssertionError(f"nothing is fetched here, not {url}")
+
+
+def test_the_wallpaper_is_the_image_the_step_names(control, tmp_path):
     red = io.BytesIO()
     Image.new("RGB", (320, 200), (200, 30, 30)).save(red, "PNG")
     control.put_file("~/Pictures/red.png", red.getvalue())
@@ -185,5 +190,7 @@ def test_the_wallpaper_is_the_image_the_step_names(control):
             break
         time.sleep(0.5)
     assert screen.getpixel((700, 500)) == (200, 30, 30)  # stretched over the whole screen
+    got = vm_wallpaper(Reading(control, tmp_path, fetch_url=no_fetch), {"dest": "w.png"})
+    assert Path(got).read_bytes() == red.getvalue()  # OSWorld's getter: the image itself
     with pytest.raises(SetupFailed, match="there is no file '/home/user/none.png'"):
         run_setup(control, [step("change_wallpaper", path="~/none.png")])

@@ -143,6 +143,20 @@ def vm_screen_size(reading: Reading, config: dict[str, Any]) -> dict[str, int]:
     return {"width": screen.width, "height": screen.height}
 
 
+def vm_wallpaper(reading: Reading, config: dict[str, Any]) -> str:
+    """The desktop's wallpaper image (as ``change_wallpaper`` set it), in a local file; an
+    empty file when the desktop has none, as OSWorld gives it."""
+    from vm_pool.setup_desktop import WALLPAPER_CONFIG
+
+    target = reading.local(str(config.get("dest", "wallpaper")))
+    settings = reading.control.read_file(WALLPAPER_CONFIG) or b""
+    lines = settings.decode(errors="replace").splitlines()
+    path = next((line.split("=", 1)[1] for line in lines if line.startswith("wallpaper=")), "")
+    data = reading.control.read_file(path) if path else None
+    target.write_bytes(data or b"")
+    return str(target)
+
+
 def vm_window_size(reading: Reading, config: dict[str, Any]) -> dict[str, int] | None:
     """The size of the window whose name holds ``app_class_name`` (OSWorld's key)."""
     name = str(_require(config, "app_class_name"))
@@ -276,6 +290,7 @@ GETTERS: dict[str, Callable[[Reading, dict[str, Any]], Any]] = {
     "vm_command_error": vm_command_error,
     "vm_screen_size": vm_screen_size,
     "vm_window_size": vm_window_size,
+    "vm_wallpaper": vm_wallpaper,
     "list_directory": list_directory,
     "active_url_from_accessTree": active_url_from_accessTree,
     "active_tab_url_parse": active_tab_url_parse,
