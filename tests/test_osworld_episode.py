@@ -15,6 +15,8 @@ was (the annotator says finished at once), it scores 0.
 """
 
 import json
+import time
+from pathlib import Path
 
 import pytest
 
@@ -135,3 +137,40 @@ def test_the_published_os_task_sets_up_with_sudo_and_its_evaluator_reads_the_des
     assert score.value == 1.0 and score.metrics[0]["result"] == "Directory exists.\n"
     # Given up (call_user), a feasible task scores 0 whatever the desktop shows.
     assert evaluate(control, task["evaluator"], True, no_fetch).value == 0.0
+
+
+def test_the_published_chrome_task_restarts_the_browser_and_reads_its_settings(loop_settings):
+    """OSWorld's Chrome task "make Bing the search engine": the setup starts google-chrome with
+    its debugging port forwarded by socat; the evaluator's postconfig starts the browser again
+    and the getter reads the profile's Preferences.
+
+    The postconfig's ``pkill chrome`` does not end Chromium, whose processes are named
+    ``chromium``: the choice is read as the browser last wrote it."""
+    from vm_pool.evaluation.evaluator import evaluate
+    from vm_pool.evaluation.getters import Reading, open_tabs_info
+    from vm_pool.setup_runner import run_setup
+
+    published = demo_osworld.TASKS / "bb5e4c0d-f964-439c-97b6-bdb9747de3f4.json"
+    task = json.loads(published.read_text())
+    template = DesktopTemplate.objects.create(
+        name="chrome", provider="docker", width=1280, height=800, min_ready=0
+    )
+    desktop = pool.start_desktop(pool.create_desktop(template, loop_settings.TANDEM_HOST).pk)
+    control = pool.control_for(desktop)
+    assert run_setup(control, task["config"]) == []
+    no_fetch = lambda url: b""  # noqa: E731 - the task has no files
+    assert open_tabs_info(Reading(control, Path("/nonexistent"), no_fetch), {})  # over socat
+
+    assert evaluate(control, task["evaluator"], False, no_fetch).value == 0.0  # still Google
+
+    # What saving the choice in the settings page leaves behind, written while the browser is
+    # closed: the postconfig's start keeps it, and the getter reads it.
+    assert control.run(["pkill", "-x", "chromium"], timeout=10).returncode == 0
+    time.sleep(2)
+    preferences = "~/.config/chromium/Default/Preferences"
+    settings = json.loads(control.read_file(preferences) or b"{}")
+    settings["default_search_provider_data"] = {"template_url_data": {"short_name": "Bing"}}
+    control.put_file(preferences, json.dumps(settings).encode())
+    score = evaluate(control, task["evaluator"], False, no_fetch)
+    assert score.value == 1.0, score.as_json()
+    assert control.run(["pgrep", "-x", "chromium"], timeout=10).returncode == 0  # started again
