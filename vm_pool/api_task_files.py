@@ -93,15 +93,8 @@ class TaskFileViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.
     )
     def create(self, request: Request) -> Response:
         limit = settings.TANDEM_DOWNLOAD_MAX_BYTES
-        too_large = RequestDataTooBig(f"The file is {downloads.size_limit_text(limit)}.")
-        # Refused before the body is parsed, so an oversized upload is never spooled to disk.
-        if int(request.META.get("CONTENT_LENGTH") or 0) > limit + MULTIPART_OVERHEAD_BYTES:
-            raise too_large
-        body = TaskFileUploadSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        upload = body.validated_data["file"]
-        if upload.size > limit:
-            raise too_large
+        too_large = f"The file is {downloads.size_limit_text(limit)}."
+        body, upload = _uploaded(request, TaskFileUploadSerializer, limit, too_large)
         task_file = downloads.store_task_file(
             body.validated_data["url"], upload.read(), TaskFile.Source.UPLOADED, request.user
         )
@@ -114,16 +107,25 @@ class TaskFileViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.
     @action(detail=False, methods=["post"])
     def archive(self, request: Request) -> Response:
         limit = settings.TANDEM_TASK_ARCHIVE_MAX_BYTES
-        too_large = RequestDataTooBig(f"An archive of task files may be at most {limit:,} bytes.")
-        if int(request.META.get("CONTENT_LENGTH") or 0) > limit + MULTIPART_OVERHEAD_BYTES:
-            raise too_large
-        body = TaskFileArchiveSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        upload = body.validated_data["file"]
-        if upload.size > limit:
-            raise too_large
+        too_large = f"An archive of task files may be at most {limit:,} bytes."
+        _, upload = _uploaded(request, TaskFileArchiveSerializer, limit, too_large)
         report = task_file_archives.store_archive(upload, request.user)
         return Response(report.as_dict(), status=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance: TaskFile) -> None:
         downloads.delete_task_file(instance)
+
+
+def _uploaded(
+    request: Request, form: type[serializers.Serializer], limit: int, too_large: str
+) -> tuple[serializers.Serializer, Any]:
+    """The checked form and its ``file``, refused as too large before the body is parsed (so an
+    oversized upload is never spooled to disk) and again by the file's own size."""
+    if int(request.META.get("CONTENT_LENGTH") or 0) > limit + MULTIPART_OVERHEAD_BYTES:
+        raise RequestDataTooBig(too_large)
+    body = form(data=request.data)
+    body.is_valid(raise_exception=True)
+    upload = body.validated_data["file"]
+    if upload.size > limit:
+        raise RequestDataTooBig(too_large)
+    return body, upload
