@@ -16,8 +16,9 @@ migrate: install services
 
 ## demo: install what is missing, start every service, seed a demo project, print the URL and logins
 demo: migrate desktop-image
-	@$(PY) manage.py seed_demo
+	@$(PY) manage.py demo_model
 	@deploy/dev.sh start
+	@$(PY) manage.py seed_demo
 	@echo ""
 	@echo "Tandem is running at http://127.0.0.1:$${TANDEM_PORT:-8000}/  (API docs: /api/docs/, admin: /admin/)"
 	@echo "Stop it with: make stop"

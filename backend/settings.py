@@ -344,6 +344,13 @@ TANDEM_BASE_MODELS = dict(
 TANDEM_ADAPTER_DIR = Path(env("TANDEM_ADAPTER_DIR", str(BASE_DIR / "var" / "adapters")))
 TANDEM_VLLM_ADAPTER_DIR = env("TANDEM_VLLM_ADAPTER_DIR", str(TANDEM_ADAPTER_DIR))
 TANDEM_HELD_OUT_SHARE = float(env("TANDEM_HELD_OUT_SHARE", "0.1"))
+# The demo's base model (a tiny Qwen2.5-VL made by `manage.py demo_model`) and the demo endpoint
+# that serves it with scripted answers (`manage.py demo_endpoint`): `make demo` runs both.
+TANDEM_DEMO_BASE_MODEL = env("TANDEM_DEMO_BASE_MODEL", "demo-tiny-qwen")
+TANDEM_DEMO_MODEL_DIR = Path(
+    env("TANDEM_DEMO_MODEL_DIR", str(BASE_DIR / "var" / "models" / TANDEM_DEMO_BASE_MODEL))
+)
+TANDEM_DEMO_ENDPOINT = env("TANDEM_DEMO_ENDPOINT", "http://127.0.0.1:8100/v1")
 TANDEM_TRAIN_QUEUE = env("TANDEM_TRAIN_QUEUE", "train")  # tests run workers on their own
 # A fine-tuning attempt silent this long (no step, no log line) is taken over by a new one.
 TANDEM_FINETUNE_STALE_SECONDS = env_int("TANDEM_FINETUNE_STALE_SECONDS", 900)

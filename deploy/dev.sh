@@ -5,8 +5,8 @@
 #   deploy/dev.sh install    system packages, the Python virtual environment, the web app's
 #                            build, the tests' tools
 #   deploy/dev.sh services   PostgreSQL and Redis running, the tandem role and database present
-#   deploy/dev.sh start      web (uvicorn), Celery worker and beat, websockify in the background,
-#                            logs in var/log
+#   deploy/dev.sh start      web (uvicorn), Celery workers and beat, websockify and the demo
+#                            endpoint in the background, logs in var/log
 #   deploy/dev.sh stop       stops what 'start' started
 #   deploy/dev.sh engine     the container engine (podman with runc) and its Docker-compatible
 #                            API service on /run/podman/podman.sock
@@ -166,8 +166,13 @@ start_app() {
     export TANDEM_DOCKER_URL=${TANDEM_DOCKER_URL:-unix://$ENGINE_SOCKET}
     export TANDEM_HOST_PROVIDERS=${TANDEM_HOST_PROVIDERS:-local,docker}
   fi
+  # The demo's base model, once `manage.py demo_model` saved it, is a base model jobs may name.
+  local demo_model=${TANDEM_DEMO_MODEL_DIR:-$VAR/models/demo-tiny-qwen}
+  if [ -z "${TANDEM_BASE_MODELS:-}" ] && [ -f "$demo_model/config.json" ]; then
+    export TANDEM_BASE_MODELS="${TANDEM_DEMO_BASE_MODEL:-demo-tiny-qwen}=$demo_model"
+  fi
   local port=${TANDEM_PORT:-8000}
-  log "starting web on :$port, a Celery worker, beat and websockify (logs in var/log)"
+  log "starting web on :$port, Celery workers, beat, websockify and the demo endpoint (logs in var/log)"
   nohup "$VENV/bin/uvicorn" backend.asgi:application --host "${TANDEM_BIND:-127.0.0.1}" --port "$port" \
     --workers "${TANDEM_WEB_WORKERS:-2}" >"$VAR/log/web.log" 2>&1 &
   echo $! >"$VAR/run/web.pid"
@@ -197,15 +202,20 @@ start_app() {
     --token-source backend.settings "${TANDEM_WEBSOCKIFY_BIND:-127.0.0.1:6080}" \
     >"$VAR/log/websockify.log" 2>&1 &
   echo $! >"$VAR/run/websockify.pid"
+  # The demo endpoint: scripted UI-TARS answers for the demo base model and its adapters.
+  nohup "$VENV/bin/python" manage.py demo_endpoint >"$VAR/log/demo-endpoint.log" 2>&1 &
+  echo $! >"$VAR/run/demo-endpoint.pid"
   for _ in $(seq 1 60); do
-    curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && return
+    curl -fsS "${TANDEM_DEMO_ENDPOINT:-http://127.0.0.1:8100/v1}/models" >/dev/null 2>&1 \
+      && curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && return
     sleep 0.5
   done
-  log "the web server did not answer; see var/log/web.log"; tail -20 "$VAR/log/web.log"; exit 1
+  log "the web server or the demo endpoint did not answer; see var/log/web.log and demo-endpoint.log"
+  tail -20 "$VAR/log/web.log"; tail -5 "$VAR/log/demo-endpoint.log"; exit 1
 }
 
 stop_app() {
-  for name in web worker model-worker train-worker beat websockify; do
+  for name in web worker model-worker train-worker beat websockify demo-endpoint; do
     local pidfile="$VAR/run/$name.pid"
     if [ -f "$pidfile" ]; then
       kill "$(cat "$pidfile")" 2>/dev/null || true

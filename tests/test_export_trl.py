@@ -1,7 +1,7 @@
 """TRL exports of episodes recorded through the live loop (the episodes of
 ``tests.test_datasets_pairs``): golden rows, and the real consumers reading them —
 ``datasets.load_dataset``, then one SFT step through ``SFTTrainer`` and one DPO step through
-``DPOTrainer`` on a tiny Qwen2.5-VL built locally (``tests.tiny_vlm``), on the CPU."""
+``DPOTrainer`` on a tiny Qwen2.5-VL built locally (``model_serving.demo_model``), on the CPU."""
 
 import warnings
 from pathlib import Path
@@ -14,12 +14,12 @@ from trl import DPOConfig, DPOTrainer, SFTConfig, SFTTrainer
 from annotation import exports
 from annotation.models import Step
 from backend.accounts.roles import Role
+from model_serving.demo_model import tiny_model, tiny_processor
 from model_serving.uitars import SYSTEM_PROMPT, prompt_text
 from tests.test_datasets_pairs import (  # noqa: F401  (a fixture)
     INSTRUCTION,
     recorded,
 )
-from tests.tiny_vlm import tiny_model, tiny_processor
 
 pytestmark = pytest.mark.django_db
 

@@ -21,12 +21,13 @@ from safetensors import safe_open
 from annotation.models import DatasetExport
 from backend.accounts.roles import Role
 from model_serving import finetune
+from model_serving.demo_model import save_demo_base
 from model_serving.evaluation import is_held_out
 from model_serving.models import FineTuneJob, ModelVersion
 from model_serving.serving import serve_version
 from tests.export_data import make_episodes
 from tests.fake_model_server import serving
-from tests.finetune_data import LORA, STEPS, built_export, save_tiny_base
+from tests.finetune_data import LORA, STEPS, built_export
 from tests.test_datasets_pairs import recorded  # noqa: F401  (a fixture)
 from tests.test_storage_s3 import CREDENTIALS, s3_endpoint, s3_storage  # noqa: F401  (fixtures)
 
@@ -35,7 +36,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(scope="module")
 def base_model(tmp_path_factory):
-    return save_tiny_base(tmp_path_factory.mktemp("tiny-base"))
+    return save_demo_base(tmp_path_factory.mktemp("tiny-base"))
 
 
 @pytest.fixture

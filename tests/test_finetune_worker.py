@@ -18,9 +18,10 @@ from django.core.management import call_command
 
 from backend.accounts.roles import Role
 from backend.celery import app as celery_app
+from model_serving.demo_model import save_demo_base
 from model_serving.models import FineTuneJob, ModelVersion
 from tests.export_data import make_episodes
-from tests.finetune_data import LORA, STEPS, built_export, save_tiny_base
+from tests.finetune_data import LORA, STEPS, built_export
 from tests.services import BIN, child_env, running
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
@@ -65,7 +66,7 @@ def datasets_and_client(storage, project, make_user, token_client_for, tmp_path)
     sft = built_export(project, engineer, "sft")
     dpo = built_export(project, engineer, "dpo")
     client, _ = token_client_for(engineer, ["models:write"])
-    return sft, dpo, client, save_tiny_base(tmp_path / "base")
+    return sft, dpo, client, save_demo_base(tmp_path / "base")
 
 
 def wait_for(job_id: int, statuses: set[str], timeout: float = 120) -> tuple[FineTuneJob, list]:

@@ -26,13 +26,14 @@ from playwright.sync_api import Page, expect
 from annotation.api_models import overview
 from annotation.models import Project
 from backend.accounts.roles import Role
+from model_serving.demo_model import save_demo_base
 from model_serving.evaluation import is_held_out
 from model_serving.models import EvaluationRun, FineTuneJob, ModelVersion
 from model_serving.serving import serve_version
 from tests.e2e.browser import accessibility_problems, chromium, sign_in
 from tests.export_data import make_episodes
 from tests.fake_model_server import Reply, serving
-from tests.finetune_data import built_export, save_tiny_base
+from tests.finetune_data import built_export
 from tests.services import BIN, child_env, free_port, port_open, running
 
 # Redis databases of this suite alone, so that it can run beside the other live suites.
@@ -231,7 +232,7 @@ def test_an_engineer_fine_tunes_serves_and_evaluates_and_a_manager_splits_a_b(
     ann = make_user("ann", project, Role.ANNOTATOR)
     eve = make_user("eve", project, Role.ENGINEER)
     make_user("mona", project, Role.MANAGER)
-    base = save_tiny_base(tmp_path / "tiny-base")
+    base = save_demo_base(tmp_path / "tiny-base")
     recorded_episodes(project, ann, BASE)
     sft, dpo = built_export(project, eve, "sft"), built_export(project, eve, "dpo")
     SHOTS.mkdir(parents=True, exist_ok=True)

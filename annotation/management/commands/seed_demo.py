@@ -18,6 +18,7 @@ from annotation import demo_osworld, importer
 from annotation.models import Membership, Project
 from backend.accounts.models import User
 from backend.accounts.roles import Role
+from model_serving.demo_version import register_demo_base
 from vm_pool.models import DesktopTemplate
 
 DEMO_PASSWORD = "tandem-demo"
@@ -117,6 +118,7 @@ class Command(BaseCommand):
             f"{project.tasks.count()} in all."
         )
         self._osworld(users)
+        self.stdout.write(register_demo_base())
         self.stdout.write(f"Logins (password for all: {DEMO_PASSWORD}):")
         for username, role, _ in DEMO_USERS:
             self.stdout.write(f"  {username:<11} {role.value if role else 'admin (superuser)'}")

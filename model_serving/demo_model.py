@@ -1,5 +1,9 @@
-"""A tiny Qwen2.5-VL and its processor, built locally in seconds, for tests of what real
-training code does with Tandem's datasets (no hub download, CPU only).
+"""The demo's base model: a tiny Qwen2.5-VL and its processor, built locally in seconds (no hub
+download, CPU only). ``make demo`` saves it as the deployment's base model ``demo-tiny-qwen``,
+so that the whole flywheel (export, fine-tune, version, serve, evaluate) can be tried on a
+machine without a GPU; the tests train on the same model. Its weights are random: it learns
+the datasets' format, not the task. What proposes for it in the demo is the demo endpoint
+(``model_serving.demo_endpoint``), whose answers are scripted.
 
 - **Tokenizer**: byte-level BPE over the 256 byte symbols (no merges), with Qwen2.5-VL's
   special tokens (``<|im_start|>``, ``<|vision_start|>``, ``<|image_pad|>``, ``<|box_start|>``…)
@@ -15,6 +19,8 @@ training code does with Tandem's datasets (no hub download, CPU only).
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -135,3 +141,18 @@ def tiny_model(processor: ImageOnlyQwen2_5_VLProcessor) -> Qwen2_5_VLForConditio
     )
     torch.manual_seed(0)
     return Qwen2_5_VLForConditionalGeneration(config)
+
+
+def save_demo_base(folder: Path) -> Path:
+    """A checkpoint folder as a deployment has one: weights, tokenizer, processor. Written
+    into a sibling folder first and renamed, so a half-written folder is never taken for one."""
+    if (folder / "config.json").exists():
+        return folder
+    partial = folder.with_name(f".{folder.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    processor = tiny_processor()
+    tiny_model(processor).save_pretrained(partial)
+    processor.save_pretrained(partial)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    partial.rename(folder)
+    return folder
