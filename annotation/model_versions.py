@@ -25,7 +25,7 @@ import logging
 from typing import Any
 
 from django.db import transaction
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
 from annotation import access
@@ -60,6 +60,11 @@ class ExportNotFound(DomainError):
 
 class EvaluationRejected(DomainError):
     code = "evaluation_rejected"
+
+
+class VersionInUse(DomainError):
+    status_code = 409
+    code = "version_in_use"
 
 
 # --- datasets of a fine-tuning job ----------------------------------------------------------
@@ -141,6 +146,27 @@ def set_project_versions(
     project.version_b_share = version_b_share if version_b is not None else 0.0
     project.save(update_fields=["model_version", "version_b", "version_b_share"])
     return project
+
+
+def set_endpoint(version: ModelVersion, base_url: str) -> ModelVersion:
+    """Point a version at another endpoint. It is then only registered: *serve* checks the new
+    endpoint before any project may choose it. A version a project runs keeps its endpoint."""
+    with transaction.atomic():
+        version = ModelVersion.objects.select_for_update().get(pk=version.pk)
+        if base_url == version.base_url:
+            return version
+        users = Project.objects.filter(Q(model_version=version) | Q(version_b=version))
+        if names := ", ".join(users.values_list("name", flat=True)):
+            raise VersionInUse(
+                f"model version {version.name} proposes in {names}: choose another version "
+                "there before moving it to another endpoint"
+            )
+        version.base_url = base_url
+        version.serving_status = ModelVersion.Serving.REGISTERED
+        version.serving_error = ""
+        version.served_at = None
+        version.save(update_fields=["base_url", "serving_status", "serving_error", "served_at"])
+    return version
 
 
 def assign_version(episode: Episode, project: Project) -> None:

@@ -36,7 +36,7 @@ def service_env(host: str, broker: str = BROKER, channels: str = CHANNELS) -> di
     )
 
 
-def worker(host: str, broker: str = BROKER, channels: str = CHANNELS):
+def worker(host: str, broker: str = BROKER, channels: str = CHANNELS, **extra: str):
     name = f"{host}@loop"
     queues = f"{host_queue(host)},model"
     command = [
@@ -56,7 +56,7 @@ def worker(host: str, broker: str = BROKER, channels: str = CHANNELS):
     def ready() -> bool:
         return bool(Celery(broker=broker, set_as_current=False).control.ping([name], timeout=0.5))
 
-    return running(command, service_env(host, broker, channels), ready, 60)
+    return running(command, {**service_env(host, broker, channels), **extra}, ready, 60)
 
 
 def asgi(host: str, port: int, broker: str = BROKER, channels: str = CHANNELS, **extra: str):

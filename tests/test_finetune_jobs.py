@@ -267,12 +267,21 @@ def test_the_deployments_base_models_and_the_default_settings_are_listed_by_name
 ):
     user, _ = engineer
     settings.TANDEM_BASE_MODELS = {"ui-tars-1.5-7b": "/models/7B", "tiny": "/models/tiny"}
+    # A base already served (its version without an adapter) offers its endpoint for new
+    # versions; one only registered does not.
+    ModelVersion.objects.create(
+        name="tiny", base_model="tiny", base_url="http://demo:8100/v1", serving_status="serving"
+    )
+    ModelVersion.objects.create(name="7b", base_model="ui-tars-1.5-7b", base_url="http://x/v1")
     reader, _ = token_client_for(user, ["models:read"])
     listed = reader.get("/api/finetune-jobs/base-models/")
 
     assert listed.status_code == 200
     body = listed.json()
-    assert body["base_models"] == [{"name": "tiny"}, {"name": "ui-tars-1.5-7b"}]
+    assert body["base_models"] == [
+        {"name": "tiny", "endpoint": "http://demo:8100/v1"},
+        {"name": "ui-tars-1.5-7b", "endpoint": ""},
+    ]
     assert "/models/7B" not in json.dumps(body)  # where the GPU hosts keep them is not shown
     assert body["defaults"]["lora"]["r"] == 16
     assert body["defaults"]["lora"]["target_modules"][:2] == ["q_proj", "k_proj"]

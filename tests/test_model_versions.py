@@ -329,3 +329,36 @@ def test_the_project_model_endpoint_probes_the_version_that_proposes(
     )
     assert lost["health"]["ok"] is False
     assert lost["health"]["error"] == f"the endpoint serves {BASE}, not ui-tars-ft-1"
+
+
+def test_a_versions_endpoint_is_set_by_engineers_and_kept_while_a_project_runs_it(
+    adapter_storage, project, make_user, client_for
+):
+    version = ModelVersion.objects.create(name="ui-tars-ft-2", base_model=BASE)
+    engineer = client_for(make_user("erin", project, Role.ENGINEER))
+    url = f"/api/model-versions/{version.pk}/endpoint/"
+
+    bad = engineer.post(url, {"base_url": "not a url"}, format="json")
+    assert bad.status_code == 400 and "base_url" in bad.json()["error"]["details"]
+    manager = client_for(make_user("mia", project, Role.MANAGER))
+    assert manager.post(url, {"base_url": "http://vllm:8000/v1"}, format="json").status_code == 403
+    version.refresh_from_db()
+    assert version.base_url == ""
+
+    with serving(model=BASE) as server:
+        moved = engineer.post(url, {"base_url": server.base_url}, format="json")
+        assert moved.status_code == 200, moved.json()
+        assert (moved.json()["base_url"], moved.json()["serving_status"]) == (
+            server.base_url,
+            "registered",
+        )
+        version = serve_version(ModelVersion.objects.get(pk=version.pk))
+        model_versions.set_project_versions(project, version, None, 0.0)
+
+        # Moving the version a project runs would send its proposals somewhere unchecked.
+        refused = engineer.post(url, {"base_url": "http://elsewhere:8000/v1"}, format="json")
+        assert refused.status_code == 409
+        assert refused.json()["error"]["code"] == "version_in_use"
+        assert project.name in refused.json()["error"]["message"]
+    version.refresh_from_db()
+    assert (version.base_url, version.serving_status) == (server.base_url, "serving")

@@ -35,9 +35,11 @@ def _own_cgroup(controller: str) -> str | None:
     return None
 
 
-def cgroup_dirs(desktop_id: int) -> list[Path]:
-    """The cgroup directories that hold one desktop (memory and pids; v1 or v2)."""
-    name = f"tandem-desktop-{desktop_id}"
+def cgroup_dirs(display: int) -> list[Path]:
+    """The cgroup directories that hold one desktop (memory and pids; v1 or v2). They are the
+    host's, so they are named after the desktop's display, which is the host's too (its X lock
+    file), as its uid is: two deployments or test runs on one host never share one."""
+    name = f"tandem-display-{display}"
     if (CGROUP_ROOT / "cgroup.controllers").exists():
         return [CGROUP_ROOT / "tandem" / name]
     dirs = []
@@ -48,9 +50,9 @@ def cgroup_dirs(desktop_id: int) -> list[Path]:
     return dirs
 
 
-def make_cgroups(desktop_id: int, limits: SandboxLimits) -> list[Path]:
+def make_cgroups(display: int, limits: SandboxLimits) -> list[Path]:
     """Create the desktop's cgroups with its limits; return the ``cgroup.procs`` files to join."""
-    dirs = cgroup_dirs(desktop_id)
+    dirs = cgroup_dirs(display)
     if not dirs:
         raise DesktopError("no memory or pids cgroup to limit the desktop with")
     try:
@@ -79,9 +81,9 @@ def make_cgroups(desktop_id: int, limits: SandboxLimits) -> list[Path]:
     return [directory / "cgroup.procs" for directory in dirs]
 
 
-def kill_cgroups(desktop_id: int) -> None:
+def kill_cgroups(display: int) -> None:
     """Kill whatever is still in the desktop's cgroups and remove them."""
-    for directory in cgroup_dirs(desktop_id):
+    for directory in cgroup_dirs(display):
         remove_cgroup(directory)
 
 

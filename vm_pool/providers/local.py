@@ -254,7 +254,7 @@ class LocalProvider(DesktopProvider):
             settings.TANDEM_SANDBOX_MAX_PROCESSES, settings.TANDEM_SANDBOX_MEMORY_MB
         )
         sandbox.prepare_files(files, uid, spec.home_template or BUILTIN_HOME_TEMPLATE)
-        procs = sandbox_limits.make_cgroups(spec.desktop_id, limits)
+        procs = sandbox_limits.make_cgroups(spec.display, limits)
         config = sandbox.agent_config(spec)
         log = files.root / "agent.log"
         info_read, info_write = os.pipe() if spec.internet else (None, None)
@@ -306,9 +306,9 @@ class LocalProvider(DesktopProvider):
             groups.add(int(pidfile.read_text()))
         for pgid in groups:
             self._kill(pgid)
-        sandbox_limits.kill_cgroups(spec.desktop_id)
         pidfile.unlink(missing_ok=True)
         if spec.display is not None:
+            sandbox_limits.kill_cgroups(spec.display)
             sandbox.unlink_display(spec.display)
 
     def control(self, spec: DesktopSpec, endpoint: Endpoint) -> LocalControl:

@@ -1,6 +1,8 @@
 """Seeds the demo projects with tasks and one user per role, and prints the logins.
 
-"Demo: desktop basics" runs on local sandboxed desktops; "Demo: OSWorld tasks" holds six of
+"Demo: desktop basics" runs on local sandboxed desktops, with no network: its browser task's page
+comes with the task (``annotation.demo_basics``), and the tasks that leave a result behind are
+scored by OSWorld-style evaluators when an episode ends. "Demo: OSWorld tasks" holds six of
 OSWorld's published tasks, as published, on container desktops (the applications are in the
 desktop image), with their files made locally and kept in the task-file cache
 (``annotation.demo_osworld``), so that their setups and evaluators run with no internet.
@@ -14,8 +16,8 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from annotation import demo_osworld, importer
-from annotation.models import Membership, Project
+from annotation import demo_basics, demo_osworld, importer
+from annotation.models import Membership, Project, TaskStatus
 from backend.accounts.models import User
 from backend.accounts.roles import Role
 from model_serving.demo_version import register_demo_base
@@ -31,7 +33,18 @@ DEMO_USERS = [
     ("reviewer", Role.REVIEWER, "Rita Reviewer"),
     ("engineer", Role.ENGINEER, "Emil Engineer"),
 ]
-DEMO_TASKS = [
+
+
+def file_holds(path: str, text: str) -> dict[str, Any]:
+    """An OSWorld evaluator: the desktop's file at ``path`` holds ``text``."""
+    return {
+        "func": "file_contains",
+        "result": {"type": "vm_file", "path": path, "dest": path.rsplit("/", 1)[-1]},
+        "expected": {"type": "rule", "rules": {"expected": [text]}},
+    }
+
+
+DEMO_TASKS: list[dict[str, Any]] = [
     {
         "id": "demo-text-editor",
         "instruction": (
@@ -41,8 +54,10 @@ DEMO_TASKS = [
         "config": [{"type": "launch", "parameters": {"command": ["mousepad"]}}],
         "related_apps": ["mousepad"],
         "priority": 10,
+        "evaluator": file_holds("/home/user/hello.txt", "Hello from Tandem"),
     },
     {
+        # What the terminal showed is gone when the episode ends: a review judges this one.
         "id": "demo-terminal",
         "instruction": "In the terminal, list the files of the home folder sorted by size.",
         "config": [{"type": "launch", "parameters": {"command": ["xterm"]}}],
@@ -51,11 +66,17 @@ DEMO_TASKS = [
     },
     {
         "id": "demo-browser",
-        "instruction": "Open example.com in the browser and copy its title into a new text file.",
+        "instruction": (
+            "The browser shows the Riverside Library's web page, and a text editor is open "
+            "behind it. Copy the page's title into the text editor and save the file as "
+            "title.txt in the home folder."
+        ),
         "config": [
-            {"type": "chrome_open_tabs", "parameters": {"urls_to_open": ["http://example.com"]}}
+            {"type": "launch", "parameters": {"command": ["mousepad"]}},
+            *demo_basics.library_setup(),
         ],
         "related_apps": ["chromium", "mousepad"],
+        "evaluator": file_holds("/home/user/title.txt", demo_basics.LIBRARY_TITLE),
     },
     {
         "id": "demo-files",
@@ -68,8 +89,39 @@ DEMO_TASKS = [
             {"type": "launch", "parameters": {"command": ["pcmanfm"]}},
         ],
         "related_apps": ["pcmanfm"],
+        "evaluator": {
+            "func": "check_include_exclude",
+            "result": {
+                "type": "vm_command_line",
+                "command": (
+                    "if [ -f ~/reports/notes.txt ] && [ ! -e ~/notes.txt ]; "
+                    "then echo 'notes.txt is in reports'; else echo 'notes.txt was not moved'; fi"
+                ),
+                "shell": True,
+            },
+            "expected": {
+                "type": "rule",
+                "rules": {"include": ["notes.txt is in reports"], "exclude": ["not moved"]},
+            },
+        },
     },
 ]
+
+
+def import_demo_tasks(project: Project, manager: User) -> int:
+    """Import the demo's tasks but those someone has started, which keep the content they were
+    worked with (the importer refuses to change a started task): seeding an older demo again
+    brings its other tasks up to date. Returns how many tasks are new."""
+    started = set(
+        project.tasks.exclude(status__in=(TaskStatus.QUEUED, TaskStatus.ASSIGNED)).values_list(
+            "external_id", flat=True
+        )
+    )
+    rows = [task for task in DEMO_TASKS if task["id"] not in started]
+    if not rows:
+        return 0
+    data = "\n".join(json.dumps(task) for task in rows).encode()
+    return len(importer.import_tasks(project, data, "demo.jsonl", manager).created)
 
 
 OSWORLD_PROJECT = "Demo: OSWorld tasks"
@@ -111,11 +163,9 @@ class Command(BaseCommand):
             name=project.environment_template,
             defaults={"width": 1280, "height": 800, "min_ready": 2, "max_desktops": 6},
         )
-        data = "\n".join(json.dumps(task) for task in DEMO_TASKS).encode()
-        report = importer.import_tasks(project, data, "demo.jsonl", users["manager"][0])
+        created = import_demo_tasks(project, users["manager"][0])
         self.stdout.write(
-            f"Demo project '{project.name}': {len(report.created)} new task(s), "
-            f"{project.tasks.count()} in all."
+            f"Demo project '{project.name}': {created} new task(s), {project.tasks.count()} in all."
         )
         self._osworld(users)
         self.stdout.write(register_demo_base())
