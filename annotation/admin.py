@@ -128,10 +128,7 @@ class TaskAdmin(ManagedProjectAdmin):
 
     @admin.action(description="Unassign: return assigned tasks to the project pool")
     def return_to_pool(self, request: HttpRequest, rows: QuerySet[Task]) -> None:
-        count = queue.unassign_tasks(rows, request.user)
-        self.message_user(
-            request, f"{count} task(s) returned to the pool; tasks in progress were left alone."
-        )
+        self.message_user(request, queue.unassign_tasks(rows, request.user).message)
 
 
 class StepInline(ReadOnlyInline):

@@ -192,8 +192,16 @@ class ProjectViewSet(viewsets.ModelViewSet):
         body = TaskSelectionSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         tasks = self._selected(project, body.validated_data["task_ids"])
-        count = queue.unassign_tasks(tasks, request.user)
-        return Response({"unassigned": count, "left_alone": len(tasks) - count})
+        result = queue.unassign_tasks(tasks, request.user)
+        return Response(
+            {
+                "unassigned": result.unassigned,
+                "not_assigned": result.not_assigned,
+                "started": result.started,
+                "left_alone": result.left_alone,
+                "message": result.message,
+            }
+        )
 
     def _selected(self, project: Project, ids: list[int]) -> list[Task]:
         tasks = list(Task.objects.filter(project=project, pk__in=ids))
@@ -312,7 +320,7 @@ class EpisodeViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self) -> QuerySet[Episode]:
         episodes = (
             access.visible_episodes(self.request.user)
-            .select_related("annotator", "task")
+            .select_related("annotator", "task__project")
             .annotate(step_count=Count("steps"))
             .order_by("-started_at", "id")
         )

@@ -2,7 +2,8 @@
 
 - ``POST /api/finetune-jobs/`` ``{exports: [ids, in stage order], base_model, version_name,
   parent_version?, base_url?, lora?, hyperparameters?, name?}`` → 201, the job, queued on the
-  ``train`` queue (the web process only records and enqueues). ``GET /api/finetune-jobs/``,
+  ``train`` queue (the web process only records and enqueues). ``GET /api/finetune-jobs/``
+  (``?project=<id>``: the jobs trained on that project's exports),
   ``GET /api/finetune-jobs/{id}/``: status, progress, loss curve, logs, error, the version it
   registered. ``POST /api/finetune-jobs/{id}/cancel/``. ``GET /api/finetune-jobs/base-models/``:
   the base models the deployment knows (``TANDEM_BASE_MODELS``, names only) and the LoRA and
@@ -37,7 +38,7 @@ from django.core.files.storage import default_storage
 from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
@@ -160,6 +161,10 @@ class ModelVersionCreateSerializer(serializers.Serializer):
         return {**data, "adapter_location": location}
 
 
+class EndpointSerializer(serializers.Serializer):
+    base_url = serializers.RegexField(ENDPOINT, max_length=500)
+
+
 class FineTuneJobSerializer(serializers.ModelSerializer):
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     parent_version = serializers.SlugRelatedField(slug_field="name", read_only=True)
@@ -251,9 +256,20 @@ class FineTuneJobViewSet(
     filterset_fields = ["status"]
     ordering_fields = ["created_at"]
 
+    @extend_schema(
+        parameters=[OpenApiParameter("project", int, description="Only jobs of this project.")]
+    )
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().list(request, *args, **kwargs)
+
     def get_queryset(self) -> QuerySet[FineTuneJob]:
         user = self.request.user
         jobs = FineTuneJob.objects.select_related("created_by", "parent_version", "model_version")
+        project = self.request.query_params.get("project") if self.action == "list" else None
+        if project is not None:
+            if not project.isdigit():
+                raise serializers.ValidationError({"project": "must be a project id"})
+            jobs = jobs.filter(project_ids__contains=[int(project)])
         if user.is_superuser:
             return jobs
         projects = list(access.projects_where(user, Capability.READ_DATASETS).values_list("pk"))
@@ -293,9 +309,22 @@ class FineTuneJobViewSet(
         # Names only: the paths are the GPU hosts' business.
         _require_anywhere(request.user, Capability.READ_DATASETS)
         known: dict[str, str] = settings.TANDEM_BASE_MODELS
+        # The endpoint already serving a base (its version without an adapter) is where its
+        # fine-tuned adapters are most likely served too: the form offers it.
+        endpoints = dict(
+            ModelVersion.objects.filter(
+                base_model__in=known,
+                adapter_location="",
+                serving_status=ModelVersion.Serving.SERVING,
+            )
+            .order_by("served_at")
+            .values_list("base_model", "base_url")
+        )
         return Response(
             {
-                "base_models": [{"name": name} for name in sorted(known)],
+                "base_models": [
+                    {"name": name, "endpoint": endpoints.get(name, "")} for name in sorted(known)
+                ],
                 "defaults": {
                     "lora": asdict(LoraSettings()),
                     "hyperparameters": asdict(Hyperparameters()),
@@ -361,6 +390,20 @@ class ModelVersionViewSet(
         version.refresh_from_db()
         return Response(ModelVersionSerializer(version).data, status=status.HTTP_202_ACCEPTED)
 
+    @extend_schema(request=EndpointSerializer, responses={200: ModelVersionSerializer})
+    @action(detail=True, methods=["post"])
+    def endpoint(self, request: Request, pk: str | None = None) -> Response:
+        """Give the version the endpoint that serves it; it is checked again by *serve*."""
+        _require_anywhere(request.user, Capability.MANAGE_DATASETS)
+        version = self.get_object()
+        body = EndpointSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response(
+            ModelVersionSerializer(
+                model_versions.set_endpoint(version, body.validated_data["base_url"])
+            ).data
+        )
+
     @extend_schema(
         methods=["POST"], request=EvaluationCreateSerializer, responses={201: EvaluationSerializer}
     )
@@ -417,7 +460,8 @@ class ProjectModelVersionsView(APIView):
 
 
 def overview(project: Project) -> dict[str, Any]:
-    """A project's versions and, per version that proposed there, live and offline figures."""
+    """A project's versions and, per version that proposed or was evaluated there, live and
+    offline figures."""
     now = timezone.now()
     live = stats.acceptance(
         project, stats.window("day", now - timedelta(days=ACCEPTANCE_DAYS), now)
@@ -428,10 +472,13 @@ def overview(project: Project) -> dict[str, Any]:
         if version is not None:
             names.add(version.name)
     latest: dict[str, EvaluationRun] = {}
-    for run in EvaluationRun.objects.filter(
-        project_id=project.pk, model_version__name__in=names, status="succeeded"
-    ).select_related("model_version"):
+    for run in (
+        EvaluationRun.objects.filter(project_id=project.pk, status="succeeded")
+        .select_related("model_version")
+        .order_by("-created_at", "-pk")
+    ):
         latest.setdefault(run.model_version.name, run)
+    names |= set(latest)
     rows = []
     for name in sorted(names):
         found = latest.get(name)

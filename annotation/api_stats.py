@@ -72,20 +72,12 @@ class AcceptanceView(SeriesView):
         return Response(stats.acceptance(project, self.span(request)))
 
 
-class ReviewQueueEpisodeSerializer(EpisodeSerializer):
-    instruction = serializers.CharField(source="task.instruction", read_only=True)
-    project_name = serializers.CharField(source="task.project.name", read_only=True)
-
-    class Meta(EpisodeSerializer.Meta):
-        fields = [*EpisodeSerializer.Meta.fields, "instruction", "project_name"]
-
-
 class ReviewQueueView(generics.ListAPIView):
     """Episodes waiting for a verdict in the projects the caller reviews, oldest first: ended,
     their task submitted, and no review yet."""
 
     token_resource = "episodes"
-    serializer_class = ReviewQueueEpisodeSerializer
+    serializer_class = EpisodeSerializer
     queryset = Episode.objects.none()  # the schema's model; get_queryset gives the rows
 
     @extend_schema(

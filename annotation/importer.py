@@ -86,6 +86,12 @@ class ImportReport:
         }
 
 
+def _invalid_rows(bad: int, total: int) -> str:
+    """``3 of 5 rows are invalid.``, with the plurals right for one row."""
+    rows = "row" if total == 1 else "rows"
+    return f"{bad} of {total} {rows} {'is' if bad == 1 else 'are'} invalid."
+
+
 def _json_path(path: tuple[str | int, ...]) -> str:
     return "".join(
         f"[{key}]" if isinstance(key, int) else f".{printable(key, 40)}" for key in path
@@ -286,7 +292,7 @@ def import_tasks(project: Project, data: bytes, filename: str, actor: User) -> I
         if errors:
             bad_rows = len({e.row for e in errors if e.row > 0})
             summary = (
-                f"{bad_rows} of {parsed.row_count} rows are invalid."
+                _invalid_rows(bad_rows, parsed.row_count)
                 if bad_rows
                 else "The file is not valid JSON."
             )

@@ -261,7 +261,39 @@ def assign_tasks(tasks: Iterable[Task], assignee: User, actor: User) -> int:
     return len(rows)
 
 
-def unassign_tasks(tasks: Iterable[Task], actor: User) -> int:
+@dataclass(frozen=True)
+class Unassignment:
+    """What unassigning a selection did. Assigned tasks go back to the pool; the others are
+    left as they are: queued ones were in nobody's queue, started ones keep their work."""
+
+    unassigned: int
+    not_assigned: int
+    started: int
+
+    @property
+    def left_alone(self) -> int:
+        return self.not_assigned + self.started
+
+    @property
+    def message(self) -> str:
+        parts = [
+            f"{_tasks(self.unassigned)} back in the pool."
+            if self.unassigned
+            else "No task went back to the pool."
+        ]
+        if self.not_assigned:
+            were = "was" if self.not_assigned == 1 else "were"
+            parts.append(f"{_tasks(self.not_assigned)} {were} not assigned to anyone.")
+        if self.started:
+            parts.append(f"{_tasks(self.started)} already started: left alone.")
+        return " ".join(parts)
+
+
+def _tasks(count: int) -> str:
+    return f"{count} task" if count == 1 else f"{count} tasks"
+
+
+def unassign_tasks(tasks: Iterable[Task], actor: User) -> Unassignment:
     """Return assigned tasks to the project pool. Tasks being worked on are left alone."""
     ids = [t.pk for t in tasks]
     with transaction.atomic():
@@ -270,11 +302,18 @@ def unassign_tasks(tasks: Iterable[Task], actor: User) -> int:
             .filter(pk__in=ids, status=TaskStatus.ASSIGNED)
             .order_by("id")
         )
+        returned = [t.pk for t in rows]
         TaskEvent.objects.bulk_create(
             _event(t, TaskEvent.Kind.UNASSIGNED, actor, f"unassigned by {actor.username}")
             for t in rows
         )
-        Task.objects.filter(pk__in=[t.pk for t in rows]).update(
+        Task.objects.filter(pk__in=returned).update(
             status=TaskStatus.QUEUED, assignee=None, updated_at=timezone.now()
         )
-    return len(rows)
+        others = list(
+            Task.objects.filter(pk__in=ids)
+            .exclude(pk__in=returned)
+            .values_list("status", flat=True)
+        )
+    queued = others.count(TaskStatus.QUEUED)
+    return Unassignment(unassigned=len(rows), not_assigned=queued, started=len(others) - queued)

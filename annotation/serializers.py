@@ -348,6 +348,9 @@ OVERSEEN_PROJECTS = "overseen_projects"  # the context key: the project ids the 
 class EpisodeSerializer(serializers.ModelSerializer):
     annotator = serializers.SlugRelatedField(slug_field="username", read_only=True)
     project = serializers.IntegerField(source="task.project_id", read_only=True)
+    project_name = serializers.CharField(source="task.project.name", read_only=True)
+    instruction = serializers.CharField(source="task.instruction", read_only=True)
+    task_external_id = serializers.CharField(source="task.external_id", read_only=True)
     step_count = serializers.IntegerField(read_only=True)
     evaluation_reason = serializers.SerializerMethodField(
         help_text="Why the episode scored what it did, or why it could not be scored."
@@ -358,7 +361,10 @@ class EpisodeSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "task",
+            "task_external_id",
+            "instruction",
             "project",
+            "project_name",
             "annotator",
             "model_version",
             "started_at",
@@ -398,8 +404,6 @@ class EpisodeSerializer(serializers.ModelSerializer):
 
 
 class EpisodeDetailSerializer(EpisodeSerializer):
-    instruction = serializers.CharField(source="task.instruction", read_only=True)
-    task_external_id = serializers.CharField(source="task.external_id", read_only=True)
     task_status = serializers.CharField(source="task.status", read_only=True)
     steps = StepSerializer(many=True, read_only=True)
     reviews = ReviewSerializer(many=True, read_only=True)
@@ -407,8 +411,6 @@ class EpisodeDetailSerializer(EpisodeSerializer):
     class Meta(EpisodeSerializer.Meta):
         fields = [
             *EpisodeSerializer.Meta.fields,
-            "instruction",
-            "task_external_id",
             "task_status",
             "steps",
             "reviews",

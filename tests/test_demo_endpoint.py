@@ -70,7 +70,9 @@ def test_the_demo_endpoint_answers_the_proposer_with_labelled_scripted_steps(tmp
         assert candidate.thought.startswith(f"{DEMO_LABEL} {DEMO_BASE}:")
         assert first.prompt_tokens and first.completion_tokens  # estimated, and labelled so
 
-        earlier = HistoryStep(solid_png(SCREEN.width, SCREEN.height), SCREEN, "Focus it.", candidate.action)
+        earlier = HistoryStep(
+            solid_png(SCREEN.width, SCREEN.height), SCREEN, "Focus it.", candidate.action
+        )
         second = propose(base_url, DEMO_BASE, (earlier,)).candidates[0]
         assert second.action == Action(ActionType.TYPE, content="Hello from Tandem")
 
@@ -92,8 +94,10 @@ def test_adapters_load_once_and_a_model_it_does_not_serve_is_refused(tmp_path):
         assert httpx.post(load, json={"lora_name": "demo-ft-1", "lora_path": str(new)}).is_success
         again = httpx.post(load, json={"lora_name": "demo-ft-1", "lora_path": str(new)})
         assert "already been loaded" in again.text
-        assert propose(base_url, "demo-ft-1").candidates[0].thought.startswith(
-            f"{DEMO_LABEL} demo-ft-1:"
+        assert (
+            propose(base_url, "demo-ft-1")
+            .candidates[0]
+            .thought.startswith(f"{DEMO_LABEL} demo-ft-1:")
         )
         with pytest.raises(ModelUnavailable, match="404"):
             propose(base_url, "never-loaded")
@@ -101,9 +105,7 @@ def test_adapters_load_once_and_a_model_it_does_not_serve_is_refused(tmp_path):
         assert listed == [DEMO_BASE, "demo-ft-1", "kept-from-before"]
 
 
-def test_seed_demo_registers_the_demo_base_and_serves_it_when_the_endpoint_runs(
-    tmp_path, settings
-):
+def test_seed_demo_registers_the_demo_base_and_serves_it_when_the_endpoint_runs(tmp_path, settings):
     settings.TANDEM_DEMO_MODEL_DIR = tmp_path / "models" / DEMO_BASE
     settings.TANDEM_ADAPTER_DIR = tmp_path / "adapters"
     out = io.StringIO()

@@ -701,6 +701,21 @@ def test_json_array_reports_each_broken_element_with_the_invalid_rows(post_body,
     assert response.json()["error"]["message"].startswith("4 of 5 rows are invalid.")
 
 
+@pytest.mark.parametrize(
+    ("content", "summary"),
+    [
+        ('{"id": "a"}', "1 of 1 row is invalid."),
+        ('{"id": "a"}\n{"id": "b", "instruction": "Open it."}', "1 of 2 rows is invalid."),
+        ('{"id": "a"}\n{"id": "b"}', "2 of 2 rows are invalid."),
+    ],
+)
+def test_the_refusal_counts_rows_in_the_singular_and_the_plural(upload, content, summary):
+    before = written()
+    response = upload(content.encode(), filename="tasks.jsonl")
+    rejected_errors(response, before)
+    assert response.json()["error"]["message"].startswith(summary)
+
+
 def test_json_array_stops_at_a_string_left_open_and_says_so(post_body):
     before = written()
     content = "\n".join(

@@ -287,3 +287,17 @@ def test_review_queue_narrows_to_one_project_and_refuses_a_bad_id(
     refused = client.get("/api/review-queue/?project=office")
     assert refused.status_code == 400
     assert "project" in refused.json()["error"]["details"]
+
+
+def test_episode_list_names_each_episodes_task_and_project(history, client_for, project):
+    manager, first = history
+    listed = get(client_for(manager), f"/api/episodes/?task__project={project.pk}")["results"]
+    by_id = {e["id"]: e for e in listed}
+    assert (
+        by_id[first.pk]["task"],
+        by_id[first.pk]["task_external_id"],
+        by_id[first.pk]["instruction"],
+        by_id[first.pk]["project"],
+        by_id[first.pk]["project_name"],
+    ) == (first.task_id, "a", "Greet", project.pk, "Office tasks")
+    assert {e["task_external_id"] for e in listed} == {"a", "b"}

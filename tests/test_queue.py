@@ -196,9 +196,59 @@ def test_unassign_leaves_tasks_in_progress_alone(make_user, project):
     queue.assign_tasks(tasks, ann, manager)
     held = queue.claim_next_task(ann, projects(project)).task
 
-    assert queue.unassign_tasks(tasks, manager) == 2
+    assert queue.unassign_tasks(tasks, manager) == queue.Unassignment(
+        unassigned=2, not_assigned=0, started=1
+    )
     assert Task.objects.get(pk=held.pk).status == TaskStatus.IN_PROGRESS
     assert Task.objects.filter(status=TaskStatus.QUEUED, assignee=None).count() == 2
+
+
+@pytest.mark.django_db
+def test_unassigning_tells_tasks_nobody_held_from_tasks_already_started(
+    make_user, project, client_for
+):
+    manager = make_user("mona", project, Role.MANAGER)
+    ann = make_user("ann", project, Role.ANNOTATOR)
+    started, waiting, pooled = make_tasks(project, 3)
+    queue.assign_tasks([started, waiting], ann, manager)
+    assert queue.claim_next_task(ann, projects(project)).task == started
+    stored = {t.pk: (t.status, t.assignee_id) for t in Task.objects.all()}
+    events = TaskEvent.objects.count()
+    client = client_for(manager)
+
+    def unassign(*tasks: Task) -> dict:
+        body = {"task_ids": [t.pk for t in tasks]}
+        response = client.post(f"/api/projects/{project.pk}/unassign/", body, format="json")
+        assert response.status_code == 200, response.content
+        return response.json()
+
+    assert unassign(pooled) == {
+        "unassigned": 0,
+        "not_assigned": 1,
+        "started": 0,
+        "left_alone": 1,
+        "message": "No task went back to the pool. 1 task was not assigned to anyone.",
+    }
+    assert unassign(started) == {
+        "unassigned": 0,
+        "not_assigned": 0,
+        "started": 1,
+        "left_alone": 1,
+        "message": "No task went back to the pool. 1 task already started: left alone.",
+    }
+    # Neither was assigned to be taken back: nothing changed, and no event was written.
+    assert {t.pk: (t.status, t.assignee_id) for t in Task.objects.all()} == stored
+    assert TaskEvent.objects.count() == events
+
+    more = make_tasks(project, 3, priority=1)
+    assert unassign(started, waiting, pooled, *more)["message"] == (
+        "1 task back in the pool. 4 tasks were not assigned to anyone. "
+        "1 task already started: left alone."
+    )
+    statuses = {t.pk: (t.status, t.assignee_id) for t in Task.objects.all()}
+    assert statuses[waiting.pk] == (TaskStatus.QUEUED, None)
+    assert statuses[started.pk] == (TaskStatus.IN_PROGRESS, ann.pk)
+    assert statuses[pooled.pk] == (TaskStatus.QUEUED, None)
 
 
 @pytest.mark.django_db

@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 from vm_pool.devtools import PORT
+from vm_pool.providers.base import DesktopControl
 from vm_pool.setup_base import SetupFailed, SetupRun, SetupStep, launch_and_draw, until_drawn
 
 BROWSER = ["chromium", "--no-first-run", "--no-default-browser-check", "--no-sandbox",
@@ -52,8 +53,9 @@ def browser_listening(run: SetupRun) -> bool:
     return "error" not in run.control.devtools({"method": "GET", "path": "/json/version"})
 
 
-def page_tabs(run: SetupRun) -> list[dict[str, Any]]:
-    reply = run.control.devtools({"method": "GET", "path": "/json/list"})
+def page_tabs(control: DesktopControl) -> list[dict[str, Any]]:
+    """The browser's page tabs, first the one in front, as its DevTools port lists them."""
+    reply = control.devtools({"method": "GET", "path": "/json/list"})
     if "error" in reply:
         return []
     return [t for t in json.loads(reply["body"]) if t.get("type") == "page"]
@@ -70,7 +72,7 @@ def open_tabs(run: SetupRun, step: SetupStep) -> None:
             raise SetupFailed(f"{step.name()}: the browser did not open {url}: {reply}")
     deadline = time.monotonic() + TAB_WAIT_S
     while time.monotonic() < deadline and len(
-        [t for t in page_tabs(run) if t.get("url") not in ("", "about:blank")]
+        [t for t in page_tabs(run.control) if t.get("url") not in ("", "about:blank")]
     ) < len(urls):
         time.sleep(0.2)
     until_drawn(run.control)
@@ -85,12 +87,18 @@ def close_tabs(run: SetupRun, step: SetupStep) -> None:
     if not browser_listening(run):
         run.note(step, "no browser is listening on its debugging port; nothing to close")
         return
+    closed = set()
     for url in urls:
-        tab = next((t for t in page_tabs(run) if _same_url(url, t.get("url", ""))), None)
+        tab = next((t for t in page_tabs(run.control) if _same_url(url, t.get("url", ""))), None)
         if tab is None:
             run.note(step, f"no tab shows {url}")
             continue
         run.control.devtools({"method": "GET", "path": f"/json/close/{tab['id']}"})
+        closed.add(tab["id"])
+    # The browser answers a close before the tab is gone: the next step must not see it.
+    deadline = time.monotonic() + TAB_WAIT_S
+    while closed & {t["id"] for t in page_tabs(run.control)} and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def _history_items(step: SetupStep) -> list[tuple[str, str, float]]:

@@ -42,7 +42,7 @@ def test_the_queue_page_shows_an_assignment_live(make_user, project, monkeypatch
         tasks.get_by_label("Select task n3").check()
         tasks.get_by_label("Annotator").select_option("ann")
         tasks.get_by_role("button", name="Assign 2 selected").click()
-        expect(tasks.get_by_test_id("assign-result")).to_contain_text("2 task(s) assigned to ann")
+        expect(tasks.get_by_test_id("assign-result")).to_contain_text("2 tasks assigned to ann.")
 
         # No reload: the annotator's page heard it.
         expect(queue.get_by_test_id("assignment-notice")).to_have_text(

@@ -190,14 +190,14 @@ def check_task_import_and_assignment(browser, base_url: str, project: Project) -
     page.get_by_label("Select task n2").check()
     page.get_by_label("Annotator").select_option("ann")
     page.get_by_role("button", name="Assign 2 selected").click()
-    expect(page.get_by_test_id("assign-result")).to_contain_text("2 task(s) assigned to ann")
+    expect(page.get_by_test_id("assign-result")).to_contain_text("2 tasks assigned to ann.")
     assigned = Task.objects.filter(project=project, external_id__in=["n1", "n2"])
     assert {(t.status, t.assignee.username) for t in assigned} == {(TaskStatus.ASSIGNED, "ann")}
     page.screenshot(path=str(SHOTS / "manager-tasks-assigned.png"), full_page=True)
     assert accessibility_problems(page) == []
     page.get_by_label("Select task n2").check()
     page.get_by_role("button", name="Unassign selected").click()
-    expect(page.get_by_test_id("assign-result")).to_contain_text("1 task(s) back in the pool")
+    expect(page.get_by_test_id("assign-result")).to_have_text("1 task back in the pool.")
     back = Task.objects.get(project=project, external_id="n2")
     assert (back.status, back.assignee) == (TaskStatus.QUEUED, None)
     refused = f"status of 400 (Bad Request) ({base_url}/api/projects/{project.pk}/import/)"

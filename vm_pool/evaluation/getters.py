@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from vm_pool.providers.base import DesktopControl
+from vm_pool.setup_browser import page_tabs
 
 CHROME_PROFILE = "~/.config/chromium/Default"
 VLC_CONFIG = "~/.config/vlc/vlcrc"
@@ -194,13 +195,6 @@ def list_directory(reading: Reading, config: dict[str, Any]) -> dict[str, Any]:
 # --- the browser ---------------------------------------------------------------------------
 
 
-def _tabs(reading: Reading) -> list[dict[str, Any]]:
-    reply = reading.control.devtools({"method": "GET", "path": "/json/list"})
-    if "error" in reply:
-        return []
-    return [t for t in json.loads(reply["body"]) if t.get("type") == "page"]
-
-
 def _address_bar(url: str, config: dict[str, Any]) -> str:
     """The URL as OSWorld reads it: the address bar's text, prefixed with ``goto_prefix``."""
     shown = url.split("://", 1)[1] if "://" in url else url
@@ -208,7 +202,7 @@ def _address_bar(url: str, config: dict[str, Any]) -> str:
 
 
 def active_url_from_accessTree(reading: Reading, config: dict[str, Any]) -> str | None:  # noqa: N802
-    tabs = _tabs(reading)
+    tabs = page_tabs(reading.control)
     return _address_bar(tabs[0]["url"], config) if tabs else None
 
 
@@ -226,7 +220,7 @@ def active_tab_url_parse(reading: Reading, config: dict[str, Any]) -> dict[str, 
 
 
 def active_tab_info(reading: Reading, config: dict[str, Any]) -> dict[str, Any] | None:
-    tabs = _tabs(reading)
+    tabs = page_tabs(reading.control)
     if not tabs:
         return None
     tab = tabs[0]
@@ -237,7 +231,8 @@ def active_tab_info(reading: Reading, config: dict[str, Any]) -> dict[str, Any] 
 
 
 def open_tabs_info(reading: Reading, config: dict[str, Any]) -> list[dict[str, str]]:
-    return [{"title": t.get("title", ""), "url": t.get("url", "")} for t in _tabs(reading)]
+    tabs = page_tabs(reading.control)
+    return [{"title": t.get("title", ""), "url": t.get("url", "")} for t in tabs]
 
 
 def _profile_json(reading: Reading, name: str) -> dict[str, Any] | None:

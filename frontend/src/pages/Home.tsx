@@ -2,11 +2,12 @@ import { Link } from "react-router-dom";
 import type { Role } from "../api";
 import { Table, useMe } from "../ui";
 
-const WORK: Record<Role, { path: string; label: string }> = {
-  annotator: { path: "/annotate", label: "Work the queue" },
-  reviewer: { path: "/review", label: "Review episodes" },
-  manager: { path: "/manage", label: "Manage the project" },
-  engineer: { path: "/engineer", label: "Datasets and models" },
+/** Where each role works on a project: the project's own page where the role has one. */
+const WORK: Record<Role, { path: (project: number) => string; label: string }> = {
+  annotator: { path: () => "/annotate", label: "Work the queue" },
+  reviewer: { path: (project) => `/review?project=${project}`, label: "Review episodes" },
+  manager: { path: (project) => `/manage/projects/${project}/board`, label: "Manage the project" },
+  engineer: { path: (project) => `/engineer/exports?project=${project}`, label: "Datasets and models" },
 };
 
 /** The signed-in landing page: the user's projects, their role in each, where to go. */
@@ -24,7 +25,7 @@ export function Home() {
           columns={[
             { header: "Project", cell: (m) => m.project_name },
             { header: "Your role", cell: (m) => m.role },
-            { header: "", cell: (m) => <Link to={WORK[m.role].path}>{WORK[m.role].label}</Link> },
+            { header: "", cell: (m) => <Link to={WORK[m.role].path(m.project)}>{WORK[m.role].label}</Link> },
           ]}
         />
       </section>

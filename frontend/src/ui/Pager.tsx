@@ -6,11 +6,11 @@ export function Pager({ page, data, onChange }: { page: number; data: Page<unkno
   if (!data || !(data.next || data.previous)) return null;
   return (
     <div className="form-row">
-      <Button disabled={!data.previous} onClick={() => onChange(page - 1)}>
+      <Button disabled={!data.previous} disabledReason="This is the first page." onClick={() => onChange(page - 1)}>
         Previous page
       </Button>
       <span>Page {page}</span>
-      <Button disabled={!data.next} onClick={() => onChange(page + 1)}>
+      <Button disabled={!data.next} disabledReason="This is the last page." onClick={() => onChange(page + 1)}>
         Next page
       </Button>
     </div>

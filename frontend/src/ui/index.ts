@@ -1,6 +1,7 @@
 export { Button } from "./Button";
 export { ErrorBanner } from "./ErrorBanner";
 export { Loading } from "./Loading";
+export { ForRoles, NotForYourRole } from "./NotForYourRole";
 export { Pager } from "./Pager";
 export { ProjectSelect, useReadableProjects } from "./ProjectSelect";
 export { Table } from "./Table";

@@ -313,7 +313,13 @@ export function Workspace() {
 
         {open && !editor && (phase === "deciding" || phase === "model_unavailable") ? (
           <div className="decision-buttons">
-            <Button variant="primary" onClick={approve} disabled={!canDecide || !valid} shortcut="Enter">
+            <Button
+              variant="primary"
+              onClick={approve}
+              disabled={!canDecide || !valid}
+              disabledReason={busy ? undefined : "The proposal has no valid action to approve: correct it."}
+              shortcut="Enter"
+            >
               Approve
             </Button>
             <Button onClick={() => startEditor()} disabled={!canDecide} shortcut="C">
@@ -322,6 +328,13 @@ export function Workspace() {
             <Button
               onClick={keepError}
               disabled={!canDecide || !valid || ["finished", "call_user"].includes(valid.action?.type ?? "")}
+              disabledReason={
+                busy
+                  ? undefined
+                  : valid
+                    ? "Ending the episode is not an error to keep."
+                    : "There is no valid action to keep."
+              }
               shortcut="K"
             >
               Keep error &amp; reflect

@@ -100,7 +100,7 @@ function Queue() {
           </Button>
         </div>
       ) : null}
-      <Button variant={paused ? "secondary" : "primary"} onClick={() => start()} disabled={starting !== null}>
+      <Button variant={paused ? "secondary" : "primary"} onClick={() => start()} disabled={starting !== null} disabledReason="Starting an episode…">
         {starting === "any" ? "Preparing a desktop…" : "Start next task"}
       </Button>
       <section className="card" aria-labelledby="assigned-heading" data-live={live}>
@@ -131,7 +131,7 @@ function Queue() {
             {
               header: "",
               cell: (m) => (
-                <Button onClick={() => start(m.project)} disabled={starting !== null}>
+                <Button onClick={() => start(m.project)} disabled={starting !== null} disabledReason="Starting an episode…">
                   {starting === m.project ? "Preparing…" : "Start a task from this project"}
                 </Button>
               ),

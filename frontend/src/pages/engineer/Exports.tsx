@@ -1,13 +1,15 @@
 /**
  * Dataset exports of a project: the form that asks for one (kind, format, filters), the list
  * with each export's progress while it runs, its counts, and download links to its files.
- * Engineers create exports; managers see and download them (the server enforces both).
+ * Engineers create exports; managers see and download them (the server enforces both). The
+ * project is chosen on the page, or fixed by the project page that shows its exports.
  */
 import { useState } from "react";
 import { useSearchParams } from "react-router-dom";
 import { api, type Page } from "../../api";
 import { Button, ErrorBanner, Loading, ProjectSelect, useApi, usePoll, useReadableProjects, useSubmit } from "../../ui";
 import { when } from "../manager/format";
+import { filtersText } from "./exportFilters";
 
 interface ExportFile {
   name: string;
@@ -161,9 +163,7 @@ function ExportRow({ item, onChange }: { item: DatasetExport; onChange: () => vo
       <td>
         {item.kind.toUpperCase()} · {item.format}
       </td>
-      <td>
-        <code className="json">{JSON.stringify(item.filters)}</code>
-      </td>
+      <td title={JSON.stringify(item.filters)}>{filtersText(item.filters)}</td>
       <td>
         {item.status}
         {live ? (
@@ -204,9 +204,9 @@ function ExportRow({ item, onChange }: { item: DatasetExport; onChange: () => vo
   );
 }
 
-export function Exports() {
+export function Exports({ project: fixed }: { project?: string }) {
   const [params, setParams] = useSearchParams();
-  const { projects, readable, project } = useReadableProjects(params.get("project") ?? "");
+  const { projects, readable, project } = useReadableProjects(fixed ?? params.get("project") ?? "");
   const list = useApi<Page<DatasetExport>>(project ? `/api/exports/?project=${project}&page_size=100` : null);
   const anyLive = (list.data?.results ?? []).some((e) => e.status === "queued" || e.status === "running");
   const { reload } = list;
@@ -214,9 +214,11 @@ export function Exports() {
   const selected = readable.find((p) => String(p.id) === project);
   return (
     <>
-      <div className="form-row">
-        <ProjectSelect projects={readable} value={project} onChange={(chosen) => setParams({ project: chosen })} />
-      </div>
+      {fixed ? null : (
+        <div className="form-row">
+          <ProjectSelect projects={readable} value={project} onChange={(chosen) => setParams({ project: chosen })} />
+        </div>
+      )}
       <ErrorBanner error={projects.error} />
       {projects.data && readable.length === 0 ? <p className="empty">You are not an engineer or manager of any project.</p> : null}
       {selected && (selected.my_role === "engineer" || selected.my_role === "admin") ? (

@@ -17,6 +17,7 @@ import {
   stageOrder,
   stagesText,
   unusableBecause,
+  withBaseModel,
   type DatasetExport,
   type FineTuneJob,
   type JobForm,
@@ -98,7 +99,9 @@ function NewJobForm({ defaults }: { defaults: TrainingDefaults }) {
   // cannot be trained on, and why.
   const exportsList = useApi<Page<DatasetExport>>("/api/exports/?status=succeeded&page_size=200");
   const versions = useApi<Page<ModelVersion>>("/api/model-versions/?page_size=200");
-  const [form, setForm] = useState<JobForm>(() => defaultForm(defaults.defaults, defaults.base_models[0]?.name ?? ""));
+  const [form, setForm] = useState<JobForm>(() =>
+    defaultForm(defaults.defaults, defaults.base_models[0]?.name ?? "", defaults.base_models[0]?.endpoint ?? ""),
+  );
   const [problems, setProblems] = useState<Record<string, string>>({});
   const { error, busy, dismiss, run } = useSubmit();
   const names = useMemo(() => new Map((projects.data?.results ?? []).map((p) => [p.id, p.name])), [projects.data]);
@@ -167,12 +170,12 @@ function NewJobForm({ defaults }: { defaults: TrainingDefaults }) {
           Base model
           <select
             value={form.baseModel}
-            onChange={(e) => set({ baseModel: e.target.value })}
+            onChange={(e) => setForm((old) => withBaseModel(old, e.target.value, defaults.base_models))}
             disabled={form.parentVersion !== ""}
             aria-invalid={problems.baseModel ? true : undefined}
             aria-describedby={problems.baseModel ? "base-problem" : undefined}
           >
-            {defaults.base_models.length === 0 ? <option value="">None configured (TANDEM_BASE_MODELS)</option> : null}
+            {defaults.base_models.length === 0 ? <option value="">None: the deployment lists them in TANDEM_BASE_MODELS</option> : null}
             {defaults.base_models.map((m) => (
               <option key={m.name} value={m.name}>
                 {m.name}
@@ -270,18 +273,18 @@ function NewJobForm({ defaults }: { defaults: TrainingDefaults }) {
           </label>
         </div>
       </fieldset>
-      <Button type="submit" variant="primary" disabled={busy}>
+      <Button type="submit" variant="primary" disabled={busy} disabledReason="Starting the job…">
         Start fine-tuning
       </Button>
     </form>
   );
 }
 
-export function FineTuning() {
+export function FineTuning({ project }: { project?: string }) {
   const me = useMe();
   const allowed = engineerProjects(me);
-  const mayCreate = allowed === "all" || allowed.size > 0;
-  const jobs = useApi<Page<FineTuneJob>>("/api/finetune-jobs/?page_size=100");
+  const mayCreate = !project && (allowed === "all" || allowed.size > 0);
+  const jobs = useApi<Page<FineTuneJob>>(`/api/finetune-jobs/?page_size=100${project ? `&project=${project}` : ""}`);
   const defaults = useApi<TrainingDefaults>(mayCreate ? "/api/finetune-jobs/base-models/" : null);
   const anyLive = (jobs.data?.results ?? []).some((j) => LIVE_STATUSES.has(j.status));
   usePoll(jobs.reload, anyLive);

@@ -127,7 +127,14 @@ function Evaluations({ version, mayAct, onStarted }: { version: ModelVersion; ma
     if (seenFinished.current !== null && seenFinished.current !== finished) reloadOverview();
     seenFinished.current = finished;
   }, [finished, reloadOverview]);
-  const mayEvaluate = mayAct && chosen !== "" && (allowed === "all" || allowed.has(Number(chosen)));
+  const evaluateBlocked = !version.base_url
+    ? "This version has no endpoint to ask: set one above."
+    : chosen === ""
+      ? "Choose a project whose held-out steps it is evaluated on."
+      : allowed !== "all" && !allowed.has(Number(chosen))
+        ? "Only the project's engineers evaluate on its steps."
+        : undefined;
+  const mayEvaluate = mayAct && evaluateBlocked === undefined;
   const start = action.onSubmit(async () => {
     await api.post(`/api/model-versions/${version.id}/evaluations/`, {
       project: Number(chosen),
@@ -148,7 +155,7 @@ function Evaluations({ version, mayAct, onStarted }: { version: ModelVersion; ma
               Point tolerance (% of the screen diagonal)
               <input type="number" min={0.1} max={100} step={0.1} value={tolerance} onChange={(e) => setTolerance(e.target.value)} />
             </label>
-            <Button type="submit" variant="primary" disabled={!mayEvaluate}>
+            <Button type="submit" variant="primary" disabled={!mayEvaluate} disabledReason={evaluateBlocked}>
               Evaluate on held-out steps
             </Button>
           </>
@@ -190,6 +197,33 @@ function Evaluations({ version, mayAct, onStarted }: { version: ModelVersion; ma
         <VersionComparison overview={overview.data} caption="All versions in this project" />
       ) : null}
     </section>
+  );
+}
+
+/** Where the version is served: an OpenAI-compatible base URL, checked again by *serve*. */
+function EndpointForm({ version, onSaved }: { version: ModelVersion; onSaved: () => void }) {
+  const [url, setUrl] = useState(version.base_url);
+  const saving = useSubmit();
+  const unchanged = url.trim() === version.base_url;
+  const save = saving.onSubmit(async () => {
+    await api.post(`/api/model-versions/${version.id}/endpoint/`, { base_url: url.trim() });
+    onSaved();
+  });
+  return (
+    <form className="form-row" onSubmit={save} aria-label="Endpoint of this version">
+      <label className="field">
+        Endpoint (OpenAI-compatible base URL)
+        <input value={url} onChange={(e) => setUrl(e.target.value)} placeholder="http://vllm:8000/v1" size={36} />
+      </label>
+      <Button
+        type="submit"
+        disabled={unchanged || !url.trim()}
+        disabledReason={!url.trim() ? "Give the endpoint's URL." : "This is its endpoint already."}
+      >
+        Set endpoint
+      </Button>
+      <ErrorBanner error={saving.error} onDismiss={saving.dismiss} />
+    </form>
   );
 }
 
@@ -244,10 +278,22 @@ export function ModelVersionPage() {
           </div>
         </dl>
         {mayAct ? (
-          <Button variant="primary" onClick={serve} disabled={version.serving_status === "loading" || !version.base_url}>
-            {version.serving_status === "serving" ? "Load on the endpoint again" : "Serve on its endpoint"}
-          </Button>
+          <div className="form-row">
+            <Button
+              variant="primary"
+              onClick={serve}
+              disabled={version.serving_status === "loading" || !version.base_url}
+              disabledReason={
+                version.serving_status === "loading"
+                  ? "Being loaded on the endpoint…"
+                  : "This version has no endpoint to serve it: set one below."
+              }
+            >
+              {version.serving_status === "serving" ? "Load on the endpoint again" : "Serve on its endpoint"}
+            </Button>
+          </div>
         ) : null}
+        {mayAct ? <EndpointForm version={version} onSaved={reload} /> : null}
       </section>
       <Lineage version={version} />
       <Evaluations version={version} mayAct={mayAct} onStarted={reload} />

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
+  withBaseModel,
   defaultForm,
   jobRequest,
   lossAxisMax,
@@ -168,5 +169,25 @@ describe("mayManage", () => {
     expect(mayManage(new Set([1, 2]), [2, 5])).toBe(true);
     expect(mayManage(new Set([1]), [5])).toBe(false);
     expect(mayManage("all", [5])).toBe(true);
+  });
+});
+
+describe("withBaseModel", () => {
+  const bases = [
+    { name: "demo-tiny-qwen", endpoint: "http://127.0.0.1:8100/v1" },
+    { name: "ui-tars-1.5-7b", endpoint: "" },
+  ];
+  const form = defaultForm({ lora: {}, hyperparameters: {} }, "demo-tiny-qwen", "http://127.0.0.1:8100/v1");
+
+  it("takes the endpoint serving the chosen base", () => {
+    expect(withBaseModel(form, "ui-tars-1.5-7b", bases).baseUrl).toBe("");
+    expect(withBaseModel(withBaseModel(form, "ui-tars-1.5-7b", bases), "demo-tiny-qwen", bases).baseUrl).toBe(
+      "http://127.0.0.1:8100/v1",
+    );
+  });
+
+  it("keeps an endpoint the user typed", () => {
+    const typed = { ...form, baseUrl: "http://gpu:8001/v1" };
+    expect(withBaseModel(typed, "ui-tars-1.5-7b", bases)).toMatchObject({ baseModel: "ui-tars-1.5-7b", baseUrl: "http://gpu:8001/v1" });
   });
 });

@@ -123,7 +123,8 @@ export interface DatasetExport {
 }
 
 export interface TrainingDefaults {
-  base_models: { name: string }[];
+  /** The endpoint already serving a base model, where its versions are likely served too. */
+  base_models: { name: string; endpoint: string }[];
   defaults: { lora: Record<string, unknown>; hyperparameters: Record<string, unknown> };
 }
 
@@ -167,7 +168,7 @@ export interface JobForm {
 }
 
 /** The form's fields filled with the server's defaults. */
-export function defaultForm(defaults: TrainingDefaults["defaults"], baseModel = ""): JobForm {
+export function defaultForm(defaults: TrainingDefaults["defaults"], baseModel = "", baseUrl = ""): JobForm {
   const l = defaults.lora;
   const h = defaults.hyperparameters;
   const text = (v: unknown) => (v === null || v === undefined ? "" : String(v));
@@ -177,7 +178,7 @@ export function defaultForm(defaults: TrainingDefaults["defaults"], baseModel = 
     parentVersion: "",
     versionName: "",
     name: "",
-    baseUrl: "",
+    baseUrl,
     lora: {
       r: text(l.r),
       alpha: text(l.alpha),
@@ -320,4 +321,12 @@ export function engineerProjects(me: { is_superuser: boolean; memberships: { pro
 /** Whether the user may act on a job of these projects (the server decides again). */
 export function mayManage(allowed: Set<number> | "all", projectIds: number[]): boolean {
   return allowed === "all" || projectIds.some((p) => allowed.has(p));
+}
+
+/** The form after choosing a base model: its endpoint replaces the endpoint the form had from
+ * the previous base, never one the user typed. */
+export function withBaseModel(form: JobForm, baseModel: string, bases: TrainingDefaults["base_models"]): JobForm {
+  const endpointOf = (name: string) => bases.find((b) => b.name === name)?.endpoint ?? "";
+  const typed = form.baseUrl !== "" && form.baseUrl !== endpointOf(form.baseModel);
+  return { ...form, baseModel, baseUrl: typed ? form.baseUrl : endpointOf(baseModel) };
 }

@@ -1,7 +1,8 @@
 /** The ML engineer's pages: dataset exports, fine-tuning jobs, model versions and personal
- * access tokens. Managers reach the exports, jobs and versions of their projects from the
- * project page and read them here. */
+ * access tokens. Managers see the exports and jobs of their projects on the project page and
+ * read them, and the versions, here too; other roles are told whom the pages are for. */
 import { NavLink, Navigate, Route, Routes } from "react-router-dom";
+import { ForRoles } from "../../ui";
 import { Exports } from "./Exports";
 import { FineTuneJobPage } from "./FineTuneJobPage";
 import { FineTuning } from "./FineTuning";
@@ -12,7 +13,7 @@ import "../manager/manager.css";
 
 export function EngineerRoutes() {
   return (
-    <>
+    <ForRoles roles={["engineer", "manager"]} forWhom="ML engineers and project managers" title="Datasets and models">
       <h1>Datasets and models</h1>
       <nav className="tabs" aria-label="Engineer sections">
         <NavLink to="exports">Dataset exports</NavLink>
@@ -29,6 +30,6 @@ export function EngineerRoutes() {
         <Route path="models/:versionId" element={<ModelVersionPage />} />
         <Route path="tokens" element={<Tokens />} />
       </Routes>
-    </>
+    </ForRoles>
   );
 }

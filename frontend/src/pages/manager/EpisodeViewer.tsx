@@ -1,8 +1,9 @@
 /**
  * The episode viewer: replays an episode step by step — the screenshot the annotator saw, the
  * model's proposal and the final step drawn on it, both as thought and action — with who
- * decided, when and how long they took, reviewers' revisions, and the review form. Managers and
- * reviewers of the project reach it; the server decides who may review.
+ * decided, when and how long they took, reviewers' revisions, and the review form. Kept errors
+ * and the reflection steps after them are marked. Managers and reviewers of the project reach
+ * it; the server decides who may review.
  */
 import { useEffect, useLayoutEffect, useState } from "react";
 import { Link, useParams } from "react-router-dom";
@@ -13,6 +14,7 @@ import { DECISION_LABEL, seconds, when } from "./format";
 import { LiveView } from "./LiveView";
 import { stepBadge, undecidedNote } from "./liveStep";
 import { proposalOf } from "./proposal";
+import { reflectionNote, reflectsOn } from "./reflection";
 import type { Action, Episode, Proposal, Review, Step } from "./types";
 import "./manager.css";
 
@@ -97,8 +99,14 @@ function ActionBlock({ label, thought, text, json }: { label: string; thought: s
 
 function StepDetail({ step, episode }: { step: Step; episode: Episode }) {
   const proposal = proposalOf(step);
+  const reflection = reflectionNote(episode.steps, step);
   return (
     <div className="step-detail">
+      {reflection ? (
+        <p className="step-reflection" data-testid="reflection-note">
+          {reflection}
+        </p>
+      ) : null}
       <Screenshot step={step} proposal={proposal} />
       <div className="compare">
         <section aria-labelledby={`proposal-${step.index}`} className="card">
@@ -211,8 +219,9 @@ function ReviewForm({ episode, onDone }: { episode: Episode; onDone: () => void 
   );
 }
 
-/** The episode viewer; `backTo` is where the "back" link leads (the board or the queue). */
-export function EpisodeViewer({ backTo, backLabel }: { backTo: string; backLabel: string }) {
+/** The episode viewer; `back` says where its "back" link leads for the episode shown (the
+ * project's episodes, or the review queue). */
+export function EpisodeViewer({ back }: { back: (episode: Episode) => { to: string; label: string } }) {
   const { episodeId } = useParams();
   const { data: episode, error, reload } = useApi<Episode>(`/api/episodes/${episodeId}/`);
   const [selected, setSelected] = useState(1);
@@ -244,10 +253,11 @@ export function EpisodeViewer({ backTo, backLabel }: { backTo: string; backLabel
   if (!episode) return <Loading />;
   const step = episode.steps.find((s) => s.index === selected) ?? null;
   const latest = episode.reviews[0] ?? null;
+  const backLink = back(episode);
   return (
     <div className="episode-viewer">
       <p>
-        <Link to={backTo}>← {backLabel}</Link>
+        <Link to={backLink.to}>← {backLink.label}</Link>
       </p>
       <h1>
         Episode {episode.id}: {episode.instruction}
@@ -281,10 +291,11 @@ export function EpisodeViewer({ backTo, backLabel }: { backTo: string; backLabel
                   onClick={() => setSelected(s.index)}
                 >
                   <span>Step {s.index}</span>
-                  <span className={`badge badge-${s.decision || "open"}`}>
-                    {stepBadge(episode, s)}
+                  <span className="step-badges">
+                    <span className={`badge badge-${s.decision || "open"}`}>{stepBadge(episode, s)}</span>
+                    {reflectsOn(episode.steps, s) !== null ? <span className="badge badge-reflection">reflection</span> : null}
+                    {latest?.first_wrong_step === s.index ? <span className="badge badge-wrong">first wrong</span> : null}
                   </span>
-                  {latest?.first_wrong_step === s.index ? <span className="badge badge-wrong">first wrong</span> : null}
                 </button>
               </li>
             ))}

@@ -35,7 +35,15 @@ export function EpisodeList({ projectId }: { projectId: string }) {
           empty={running ? "No episode is running now." : "No episodes yet."}
           columns={[
             { header: "Episode", cell: (e) => <Link to={`/manage/episodes/${e.id}`}>Episode {e.id}</Link> },
-            { header: "Task", cell: (e) => e.task },
+            {
+              header: "Task",
+              cell: (e) => (
+                <>
+                  {e.instruction}
+                  <div className="meta">{e.task_external_id}</div>
+                </>
+              ),
+            },
             { header: "Annotator", cell: (e) => e.annotator },
             { header: "Model version", cell: (e) => e.model_version || "—" },
             { header: "Steps", cell: (e) => e.step_count },

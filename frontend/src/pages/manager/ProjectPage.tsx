@@ -1,8 +1,12 @@
-/** One project for its manager or reviewer: board, tasks, charts, episodes and (for managers)
- * the model versions it runs, as tabs. */
+/** One project for its manager or reviewer: board, charts and episodes, and for managers its
+ * tasks, the model versions it runs, its dataset exports and the fine-tuning jobs trained on
+ * them, as tabs. A tab the user's role in the project cannot use says whom it is for. */
+import type { ReactNode } from "react";
 import { NavLink, Navigate, Route, Routes, useParams } from "react-router-dom";
 import type { Project } from "../../api";
-import { ErrorBanner, Loading, useApi } from "../../ui";
+import { ErrorBanner, Loading, NotForYourRole, useApi } from "../../ui";
+import { Exports } from "../engineer/Exports";
+import { FineTuning } from "../engineer/FineTuning";
 import { ProgressBoard } from "./Board";
 import { ProjectCharts } from "./Charts";
 import { EpisodeList } from "./Episodes";
@@ -14,26 +18,36 @@ export function ProjectPage() {
   const { data: project, error } = useApi<Project>(`/api/projects/${projectId}/`);
   if (error) return <ErrorBanner error={error} />;
   if (!project) return <Loading />;
-  const manages = project.my_role === "manager" || project.my_role === "admin";
+  const role = typeof project.my_role === "string" ? project.my_role : null;
+  const manages = role === "manager" || role === "admin";
+  const oversees = manages || role === "reviewer";
+  const only = (allowed: boolean, forWhom: string, page: ReactNode) =>
+    allowed ? page : <NotForYourRole forWhom={forWhom} roles={role ? [role] : []} inProject />;
+  const forManagers = (page: ReactNode) => only(manages, "project managers", page);
+  const forOverseers = (page: ReactNode) => only(oversees, "project managers and reviewers", page);
   return (
     <>
       <h1>{project.name}</h1>
-      <nav className="tabs" aria-label="Project sections">
-        <NavLink to="board">Progress</NavLink>
-        {manages ? <NavLink to="tasks">Tasks</NavLink> : null}
-        <NavLink to="charts">Charts</NavLink>
-        <NavLink to="episodes">Episodes</NavLink>
-        {manages ? <NavLink to="models">Model versions</NavLink> : null}
-        {manages ? <NavLink to={`/engineer/exports?project=${projectId}`}>Dataset exports</NavLink> : null}
-        {manages ? <NavLink to="/engineer/finetune">Fine-tuning jobs</NavLink> : null}
-      </nav>
+      {oversees ? (
+        <nav className="tabs" aria-label="Project sections">
+          <NavLink to="board">Progress</NavLink>
+          {manages ? <NavLink to="tasks">Tasks</NavLink> : null}
+          <NavLink to="charts">Charts</NavLink>
+          <NavLink to="episodes">Episodes</NavLink>
+          {manages ? <NavLink to="models">Model versions</NavLink> : null}
+          {manages ? <NavLink to="exports">Dataset exports</NavLink> : null}
+          {manages ? <NavLink to="finetune">Fine-tuning jobs</NavLink> : null}
+        </nav>
+      ) : null}
       <Routes>
         <Route index element={<Navigate to="board" replace />} />
-        <Route path="board" element={<ProgressBoard projectId={projectId} />} />
-        <Route path="tasks" element={<TaskManager projectId={projectId} />} />
-        <Route path="charts" element={<ProjectCharts projectId={projectId} />} />
-        <Route path="episodes" element={<EpisodeList projectId={projectId} />} />
-        <Route path="models" element={<ProjectModels projectId={projectId} manages={manages} />} />
+        <Route path="board" element={forOverseers(<ProgressBoard projectId={projectId} />)} />
+        <Route path="tasks" element={forManagers(<TaskManager projectId={projectId} />)} />
+        <Route path="charts" element={forOverseers(<ProjectCharts projectId={projectId} />)} />
+        <Route path="episodes" element={forOverseers(<EpisodeList projectId={projectId} />)} />
+        <Route path="models" element={forManagers(<ProjectModels projectId={projectId} manages={manages} />)} />
+        <Route path="exports" element={forManagers(<Exports project={projectId} />)} />
+        <Route path="finetune" element={forManagers(<FineTuning project={projectId} />)} />
       </Routes>
     </>
   );

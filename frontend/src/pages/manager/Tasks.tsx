@@ -5,9 +5,23 @@
 import { useRef, useState } from "react";
 import { api, ApiError, type Page } from "../../api";
 import { Button, ErrorBanner, Loading, Pager, toggled, useApi, useSubmit } from "../../ui";
-import { STATUS_LABEL, when } from "./format";
+import { STATUS_LABEL, counted, when } from "./format";
 import { TaskSupportBadges } from "./TaskSupportBadges";
 import type { ImportReport, MembershipRow, Task } from "./types";
+
+interface AssignResult {
+  assigned: number;
+  assignee: string;
+}
+
+/** What unassigning did: assigned tasks went back to the pool, the others were left as they
+ * were (in the pool already, or started); `message` says so in words. */
+interface UnassignResult {
+  unassigned: number;
+  not_assigned: number;
+  started: number;
+  message: string;
+}
 
 interface RowError {
   row: number;
@@ -54,7 +68,7 @@ function ImportForm({ projectId, onImported }: { projectId: string; onImported: 
       {report ? (
         <div className="ok-banner" role="status" data-testid="import-report">
           <p>
-            Imported {report.rows} rows: {report.created} created, {report.updated} updated, {report.unchanged} unchanged.
+            Imported {counted(report.rows, "task")}: {report.created} created, {report.updated} updated, {report.unchanged} unchanged.
           </p>
           {report.cannot_run > 0 ? (
             <>
@@ -125,13 +139,13 @@ export function TaskManager({ projectId }: { projectId: string }) {
   const run = (what: "assign" | "unassign") => {
     setMessage(null);
     void action.run(async () => {
-      const body = what === "assign" ? { task_ids: [...selected], assignee } : { task_ids: [...selected] };
-      const result = await api.post<Record<string, unknown>>(`/api/projects/${projectId}/${what}/`, body);
-      setMessage(
-        what === "assign"
-          ? `${String(result.assigned)} task(s) assigned to ${String(result.assignee)}.`
-          : `${String(result.unassigned)} task(s) back in the pool, ${String(result.left_alone)} left alone (already started).`,
-      );
+      const task_ids = [...selected];
+      if (what === "assign") {
+        const result = await api.post<AssignResult>(`/api/projects/${projectId}/assign/`, { task_ids, assignee });
+        setMessage(`${counted(result.assigned, "task")} assigned to ${result.assignee}.`);
+      } else {
+        setMessage((await api.post<UnassignResult>(`/api/projects/${projectId}/unassign/`, { task_ids })).message);
+      }
       setSelected(new Set());
       tasks.reload();
     });

@@ -21,6 +21,11 @@ export function percent(rate: number | null | undefined): string {
   return `${Math.round(rate * 100)}%`;
 }
 
+/** A count with its noun: "1 task", "2 tasks". */
+export function counted(count: number, noun: string, plural = `${noun}s`): string {
+  return `${count} ${count === 1 ? noun : plural}`;
+}
+
 export const STATUS_LABEL: Record<string, string> = {
   queued: "Queued",
   assigned: "Assigned",

@@ -149,7 +149,10 @@ export interface Review {
 export interface EpisodeSummary {
   id: number;
   task: number;
+  task_external_id: string;
+  instruction: string;
   project: number;
+  project_name: string;
   annotator: string;
   model_version: string;
   started_at: string;
@@ -157,8 +160,6 @@ export interface EpisodeSummary {
   outcome: string;
   end_reason: string;
   step_count: number;
-  instruction?: string;
-  project_name?: string;
   /** The evaluator's verdict: absent for an annotator reading their own episode. */
   evaluation_status?: EvaluationStatus;
   task_success?: number | null;
@@ -190,8 +191,6 @@ export interface Evaluation {
 }
 
 export interface Episode extends EpisodeSummary {
-  instruction: string;
-  task_external_id: string;
   task_status: TaskStatus;
   steps: Step[];
   reviews: Review[];

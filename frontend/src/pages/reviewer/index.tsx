@@ -1,9 +1,8 @@
-/** The reviewer's pages: the queue of submitted episodes of their projects, oldest first, and
- * the episode viewer with the review form. */
-import { useState } from "react";
-import { Link, Route, Routes } from "react-router-dom";
+/** The reviewer's pages: the queue of submitted episodes of their projects, oldest first
+ * (`?project=<id>`: of one project), and the episode viewer with the review form. */
+import { Link, Route, Routes, useSearchParams } from "react-router-dom";
 import type { Page } from "../../api";
-import { Button, ErrorBanner, Loading, ProjectSelect, Table, useApi, useMe } from "../../ui";
+import { Button, ErrorBanner, ForRoles, Loading, ProjectSelect, Table, useApi, useMe } from "../../ui";
 import { TaskSuccess } from "../manager/Evaluation";
 import { EpisodeViewer } from "../manager/EpisodeViewer";
 import { when } from "../manager/format";
@@ -12,7 +11,8 @@ import "../manager/manager.css";
 
 function ReviewQueue() {
   const me = useMe();
-  const [project, setProject] = useState("");
+  const [params, setParams] = useSearchParams();
+  const project = params.get("project") ?? "";
   const { data, error, loading, reload } = useApi<Page<EpisodeSummary>>(
     `/api/review-queue/?page_size=100${project ? `&project=${project}` : ""}`,
   );
@@ -24,7 +24,7 @@ function ReviewQueue() {
         <ProjectSelect
           projects={reviewed.map((m) => ({ id: m.project, name: m.project_name }))}
           value={project}
-          onChange={setProject}
+          onChange={(chosen) => setParams(chosen ? { project: chosen } : {})}
           anyLabel="All my projects"
         />
         <Button onClick={reload} disabled={loading}>
@@ -55,11 +55,15 @@ function ReviewQueue() {
   );
 }
 
+const BACK_TO_QUEUE = { to: "/review", label: "Review queue" };
+
 export function ReviewerRoutes() {
   return (
-    <Routes>
-      <Route index element={<ReviewQueue />} />
-      <Route path="episodes/:episodeId" element={<EpisodeViewer backTo="/review" backLabel="Review queue" />} />
-    </Routes>
+    <ForRoles roles={["reviewer", "manager"]} forWhom="reviewers and project managers" title="Review queue">
+      <Routes>
+        <Route index element={<ReviewQueue />} />
+        <Route path="episodes/:episodeId" element={<EpisodeViewer back={() => BACK_TO_QUEUE} />} />
+      </Routes>
+    </ForRoles>
   );
 }
