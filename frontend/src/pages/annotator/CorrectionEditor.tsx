@@ -164,7 +164,10 @@ export function CorrectionEditor({
       />
       {typeof result === "string" ? <p className="hint" role="status">{result}</p> : null}
       <div className="row">
-        <Button type="submit" variant="primary" disabled={busy || typeof result === "string"} shortcut="Ctrl+Enter">
+        <Button type="submit" variant="primary" disabled={busy || typeof result === "string"}
+          disabledReason={busy ? "Sending your decision…" : "The step is not complete yet (see above)."}
+          shortcut="Ctrl+Enter"
+        >
           Submit step
         </Button>
         <Button onClick={onCancel} shortcut="Esc">

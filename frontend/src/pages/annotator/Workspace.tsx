@@ -318,16 +318,18 @@ export function Workspace() {
               onClick={approve}
               disabled={!canDecide || !valid}
               disabledReason={busy ? undefined : "The proposal has no valid action to approve: correct it."}
+              aria-describedby={busy ? "decision-pending" : undefined}
               shortcut="Enter"
             >
               Approve
             </Button>
-            <Button onClick={() => startEditor()} disabled={!canDecide} shortcut="C">
+            <Button onClick={() => startEditor()} disabled={!canDecide} aria-describedby={busy ? "decision-pending" : undefined} shortcut="C">
               Correct
             </Button>
             <Button
               onClick={keepError}
               disabled={!canDecide || !valid || ["finished", "call_user"].includes(valid.action?.type ?? "")}
+              aria-describedby={busy ? "decision-pending" : undefined}
               disabledReason={
                 busy
                   ? undefined
@@ -339,15 +341,19 @@ export function Workspace() {
             >
               Keep error &amp; reflect
             </Button>
-            <Button onClick={() => startEditor("finished")} disabled={!canDecide} shortcut="F">
+            <Button onClick={() => startEditor("finished")} disabled={!canDecide} aria-describedby={busy ? "decision-pending" : undefined} shortcut="F">
               Finish
             </Button>
-            <Button onClick={() => startEditor("call_user")} disabled={!canDecide} shortcut="U">
+            <Button onClick={() => startEditor("call_user")} disabled={!canDecide} aria-describedby={busy ? "decision-pending" : undefined} shortcut="U">
               Call user
             </Button>
           </div>
         ) : null}
-        {busy ? <p className="pending" role="status">Sending your decision for step {pending?.step}…</p> : null}
+        {busy ? (
+          <p className="pending" role="status" id="decision-pending">
+            Sending your decision for step {pending?.step}…
+          </p>
+        ) : null}
         {!view.ended && view.episode !== null ? (
           <Button variant="danger" className="abandon" onClick={confirmAbandon}>
             Abandon episode

@@ -72,7 +72,12 @@ export function Tokens() {
             )}
           </div>
         </fieldset>
-        <Button type="submit" variant="primary" disabled={!name.trim() || scopes.size === 0}>
+        <Button
+          type="submit"
+          variant="primary"
+          disabled={!name.trim() || scopes.size === 0}
+          disabledReason={!name.trim() ? "Name the token first." : "Choose at least one scope."}
+        >
           Create token
         </Button>
       </form>

@@ -12,7 +12,7 @@ export function ProgressBoard({ projectId }: { projectId: string }) {
     <section aria-labelledby="board-heading">
       <div className="form-row">
         <h2 id="board-heading">Progress board {data ? `(${data.total} ${data.total === 1 ? "task" : "tasks"})` : null}</h2>
-        <Button onClick={reload} disabled={loading}>
+        <Button onClick={reload} disabled={loading} disabledReason="Loading…">
           Refresh
         </Button>
       </div>

@@ -212,7 +212,7 @@ function ReviewForm({ episode, onDone }: { episode: Episode; onDone: () => void 
         Comment
         <textarea value={comment} onChange={(e) => setComment(e.target.value)} rows={2} />
       </label>
-      <Button type="submit" variant={verdict === "accepted" ? "primary" : "danger"} disabled={busy}>
+      <Button type="submit" variant={verdict === "accepted" ? "primary" : "danger"} disabled={busy} disabledReason="Saving the review…">
         {verdict === "accepted" ? "Accept episode" : "Reject episode"}
       </Button>
     </form>

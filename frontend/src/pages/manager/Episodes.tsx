@@ -22,7 +22,7 @@ export function EpisodeList({ projectId }: { projectId: string }) {
           <input type="checkbox" checked={running} onChange={(e) => setRunning(e.target.checked)} /> Only running episodes
           (live)
         </label>
-        <Button onClick={reload} disabled={loading}>
+        <Button onClick={reload} disabled={loading} disabledReason="Loading…">
           Refresh
         </Button>
       </div>

@@ -34,7 +34,7 @@ function CreateProject({ onCreated }: { onCreated: (p: Project) => void }) {
           Description
           <input value={description} onChange={(e) => setDescription(e.target.value)} />
         </label>
-        <Button type="submit" variant="primary" disabled={busy || !name.trim()}>
+        <Button type="submit" variant="primary" disabled={busy || !name.trim()} disabledReason={busy ? "Creating…" : "Name the project first."}>
           Create project
         </Button>
       </div>

@@ -61,7 +61,7 @@ function ImportForm({ projectId, onImported }: { projectId: string; onImported: 
           Task file
           <input ref={file} type="file" name="file" accept=".json,.jsonl,application/json" required />
         </label>
-        <Button type="submit" variant="primary" disabled={busy}>
+        <Button type="submit" variant="primary" disabled={busy} disabledReason="Importing…">
           Import
         </Button>
       </div>
@@ -196,10 +196,15 @@ export function TaskManager({ projectId }: { projectId: string }) {
               ))}
             </select>
           </label>
-          <Button variant="primary" disabled={selected.size === 0 || !assignee} onClick={() => run("assign")}>
+          <Button
+            variant="primary"
+            disabled={selected.size === 0 || !assignee}
+            disabledReason={selected.size === 0 ? "Select tasks in the table first." : "Choose whom to assign them to."}
+            onClick={() => run("assign")}
+          >
             Assign {selected.size || ""} selected
           </Button>
-          <Button disabled={selected.size === 0} onClick={() => run("unassign")}>
+          <Button disabled={selected.size === 0} disabledReason="Select tasks in the table first." onClick={() => run("unassign")}>
             Unassign selected
           </Button>
         </div>

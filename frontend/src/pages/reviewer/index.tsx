@@ -27,7 +27,7 @@ function ReviewQueue() {
           onChange={(chosen) => setParams(chosen ? { project: chosen } : {})}
           anyLabel="All my projects"
         />
-        <Button onClick={reload} disabled={loading}>
+        <Button onClick={reload} disabled={loading} disabledReason="Loading…">
           Refresh
         </Button>
       </div>
