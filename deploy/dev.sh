@@ -156,16 +156,20 @@ ensure_database() {
   fi
 }
 
-start_app() {
-  mkdir -p "$VAR/log" "$VAR/run"
-  stop_app quiet
+# This host's name, and its container engine when one answers: it then runs container desktops
+# too (the OSWorld demo's applications are in the desktop image).
+host_environment() {
   export TANDEM_HOST=${TANDEM_HOST:-$(hostname)}
-  # With the container engine answering, this host runs container desktops too (the OSWorld
-  # demo's applications are in the desktop image).
   if curl -fsS --unix-socket "$ENGINE_SOCKET" http://d/_ping >/dev/null 2>&1; then
     export TANDEM_DOCKER_URL=${TANDEM_DOCKER_URL:-unix://$ENGINE_SOCKET}
     export TANDEM_HOST_PROVIDERS=${TANDEM_HOST_PROVIDERS:-local,docker}
   fi
+}
+
+start_app() {
+  mkdir -p "$VAR/log" "$VAR/run"
+  stop_app quiet
+  host_environment
   # The demo's base model, once `manage.py demo_model` saved it, is a base model jobs may name.
   local demo_model=${TANDEM_DEMO_MODEL_DIR:-$VAR/models/demo-tiny-qwen}
   if [ -z "${TANDEM_BASE_MODELS:-}" ] && [ -f "$demo_model/config.json" ]; then
@@ -224,7 +228,8 @@ stop_app() {
   done
   if [ "${1:-}" != quiet ]; then
     # Desktops run in sessions of their own: stop this host's explicitly.
-    TANDEM_HOST=${TANDEM_HOST:-$(hostname)} "$VENV/bin/python" manage.py stop_desktops || true
+    host_environment
+    "$VENV/bin/python" manage.py stop_desktops || true
     log "stopped"
   fi
 }
