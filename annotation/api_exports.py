@@ -59,6 +59,13 @@ class ExportFiltersSerializer(serializers.Serializer):
         "episodes with no score are left out.",
     )
 
+    source = serializers.ChoiceField(
+        choices=["interactive", "rollout"],
+        default="interactive",
+        help_text="People's episodes, or autonomous rollouts routed by their validation "
+        "(V=1 to SFT, V=0 to CT).",
+    )
+
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
             unknown = sorted(set(data) - set(self.fields))

@@ -37,6 +37,11 @@ Rules, exactly:
   outcome counts, since every step was decided by a person.
 - **CT samples**: every ended episode whose latest review rejected it, or whose outcome is
   ``abandoned``: the whole trajectory of decided steps (observation, final thought and action).
+- **Sources.** An export reads people's episodes (``source=interactive``, the default) or
+  autonomous rollouts (``source=rollout``), never both. A rollout is data only once its
+  validation decided (``annotation.validation``): V = 1 makes every step an SFT sample (kind
+  ``rollout``, rejection sampling; a reviewer's first wrong step keeps the prefix before it),
+  V = 0 makes the trajectory a CT sample; a rollout gives no pairs by itself.
 
 Order is deterministic: episodes by id, then steps by index. Records stream: episodes are read
 with ``QuerySet.iterator(chunk_size=…)``; their decided steps, revisions and proposals are read
@@ -61,6 +66,7 @@ from annotation.models import (
     DatasetExport,
     Decision,
     Episode,
+    EpisodeMode,
     EpisodeOutcome,
     Proposal,
     Review,
@@ -72,7 +78,8 @@ from model_serving.proposers.base import IMAGE_WINDOW
 from vm_pool.actions import Action, ScreenSize
 
 ReviewStatus = Literal["accepted", "rejected", "unreviewed", "any"]
-SftKind = Literal["corrected", "reflection", "accepted"]
+SftKind = Literal["corrected", "reflection", "accepted", "rollout"]
+Source = Literal["interactive", "rollout"]
 
 DEFAULT_CHUNK_SIZE = 50
 
@@ -177,6 +184,8 @@ class Filters:
     exclude_held_out: bool = False
     # Only episodes their task's evaluator scored at least this (unscored ones are left out).
     min_task_success: float | None = None
+    # People's episodes, or rollouts routed by their validation (V=1: SFT, V=0: CT).
+    source: Source = "interactive"
 
 
 @dataclass
@@ -257,6 +266,16 @@ def _episodes(filters: Filters, kind: str) -> QuerySet[Episode]:
         episodes = episodes.filter(review_verdict__isnull=True)
     elif filters.review_status != "any":
         episodes = episodes.filter(review_verdict=filters.review_status)
+    if filters.source == "rollout":
+        episodes = episodes.filter(mode=EpisodeMode.AUTONOMOUS)
+        if kind == DatasetExport.Kind.SFT:
+            episodes = episodes.filter(rollout__verdict=True)
+        elif kind == DatasetExport.Kind.CT:
+            episodes = episodes.filter(rollout__verdict=False)
+        else:  # a rollout's pairs come from the branch tasks people work, not from itself
+            episodes = episodes.none()
+        return episodes.order_by("id")
+    episodes = episodes.filter(mode=EpisodeMode.INTERACTIVE)
     if kind == DatasetExport.Kind.CT:
         episodes = episodes.filter(
             Q(review_verdict=Review.Verdict.REJECTED) | Q(outcome=EpisodeOutcome.ABANDONED)
@@ -442,6 +461,8 @@ def _step_records(
 
 
 def _sft_kind(decision: str, after_error: bool, include_accepted: bool) -> SftKind | None:
+    if decision == Decision.AUTO:  # a validated rollout's step: rejection-sampling data
+        return "rollout"
     if after_error:
         return "reflection"
     if decision == Decision.CORRECTED:

@@ -27,7 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation import queue
-from annotation.models import Episode, EpisodeOutcome, Task, TaskEvent, TaskStatus
+from annotation.models import Episode, EpisodeMode, EpisodeOutcome, Task, TaskEvent, TaskStatus
 from backend.accounts.models import User
 from backend.errors import DomainError
 from backend.notifications import notify_group, notify_user
@@ -92,7 +92,8 @@ def end_episode(episode_id: int, outcome: str, reason: str) -> bool:
                 episode.desktop_id, episode.annotator, generation=episode.desktop_generation
             )
         task = Task.objects.select_for_update().get(pk=episode.task_id)
-        if task.status == TaskStatus.IN_PROGRESS and task.assignee_id == episode.annotator_id:
+        held = task.status == TaskStatus.IN_PROGRESS and task.assignee_id == episode.annotator_id
+        if held and episode.mode == EpisodeMode.INTERACTIVE:  # a rollout never holds its task
             worked = outcome in (
                 EpisodeOutcome.FINISHED,
                 EpisodeOutcome.CALL_USER,
@@ -145,6 +146,7 @@ def pause_lapsed_episodes(now: Any = None) -> dict[str, int]:
     done = {"paused": 0, "ended": 0}
     lapsed = Episode.objects.filter(
         ended_at__isnull=True,
+        mode=EpisodeMode.INTERACTIVE,  # a rollout has no annotator to go away
         task__status=TaskStatus.IN_PROGRESS,
         task__lease_expires_at__lte=now,
     ).values_list("pk", flat=True)

@@ -56,6 +56,7 @@ from annotation.episode_leases import heartbeat as heartbeat
 from annotation.models import (
     Decision,
     Episode,
+    EpisodeMode,
     EpisodeOutcome,
     Project,
     Proposal,
@@ -107,7 +108,9 @@ def start_episode(user: User, projects: Any) -> Episode:
     """
     claim = queue.claim_next_task(user, projects)
     task = claim.task
-    running = Episode.objects.filter(task=task, ended_at__isnull=True).first()
+    running = Episode.objects.filter(
+        task=task, ended_at__isnull=True, mode=EpisodeMode.INTERACTIVE
+    ).first()
     if running is not None:
         resume(running)
         return running

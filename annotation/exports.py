@@ -108,28 +108,24 @@ class ExportFilters:
     include_accepted: bool = False
     exclude_held_out: bool = False  # leave out the evaluation split, as fine-tuning needs
     min_task_success: float | None = None  # only episodes the task's evaluator scored this high
+    source: datasets.Source = "interactive"  # or validated rollouts
 
     def as_json(self) -> dict[str, Any]:
-        scored = (
-            {} if self.min_task_success is None else {"min_task_success": self.min_task_success}
-        )
-        return (
-            scored
-            | {
-                "date_from": self.date_from.isoformat() if self.date_from else None,
-                "date_to": self.date_to.isoformat() if self.date_to else None,
-                "model_version": self.model_version,
-                "review_status": self.review_status,
-                "annotator": self.annotator,
-                "include_accepted": self.include_accepted,
-                "exclude_held_out": self.exclude_held_out,
-            }
-            | (
-                {"min_task_success": self.min_task_success}
-                if self.min_task_success is not None
-                else {}
-            )
-        )
+        # Filters added later are written only when set, so older exports read the same.
+        later = {
+            k: v
+            for k, v in (("min_task_success", self.min_task_success), ("source", self.source))
+            if v is not None and v != "interactive"
+        }
+        return {
+            "date_from": self.date_from.isoformat() if self.date_from else None,
+            "date_to": self.date_to.isoformat() if self.date_to else None,
+            "model_version": self.model_version,
+            "review_status": self.review_status,
+            "annotator": self.annotator,
+            "include_accepted": self.include_accepted,
+            "exclude_held_out": self.exclude_held_out,
+        } | later
 
 
 def create_export(
@@ -322,6 +318,7 @@ def _filters(export: DatasetExport) -> tuple[datasets.Filters, bool]:
         annotator_id=annotator_id,
         exclude_held_out=bool(given.get("exclude_held_out")),
         min_task_success=given.get("min_task_success"),
+        source=given.get("source") or "interactive",
     )
     return filters, bool(given.get("include_accepted"))
 

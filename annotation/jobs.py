@@ -3,6 +3,8 @@
 ``return_lapsed_leases`` runs on ``default`` (beat). The live loop's jobs run where their work
 is: ``prepare_episode``, ``execute_step`` and ``evaluate_episode`` on the queue of the host that
 owns the episode's desktop, ``propose_step`` on ``model``. ``build_export`` runs on ``exports``.
+Rollouts (``annotation.rollouts``): ``dispatch_rollouts`` and ``validate_rollout`` on
+``default``, ``run_rollout`` on the host of its desktop.
 """
 
 import asyncio
@@ -14,7 +16,17 @@ from celery import shared_task
 from django.conf import settings
 from django.core.files.storage import default_storage
 
-from annotation import episode_leases, episodes, evaluations, exports, model_versions, queue
+from annotation import (
+    episode_leases,
+    episodes,
+    evaluations,
+    exports,
+    model_versions,
+    queue,
+    rollout_runs,
+    rollouts,
+    validation,
+)
 from annotation.models import Step
 from backend.notifications import send_now
 from model_serving.proposers.base import (
@@ -150,3 +162,36 @@ def propose_step(step_id: int) -> None:
 def evaluate_model_version(run_id: int) -> str:
     """Offline evaluation of a model version on a project's held-out steps (``exports``)."""
     return model_versions.run_evaluation(run_id)
+
+
+@shared_task(name="annotation.jobs.dispatch_rollouts")
+def dispatch_rollouts(batch_id: int | None = None) -> int:
+    """Start what a batch (every active batch, periodically) may start now."""
+    if batch_id is not None:
+        return rollouts.dispatch(batch_id)
+    rollouts.recover_stale()
+    return sum(rollouts.dispatch(batch) for batch in rollouts.active_batches())
+
+
+@shared_task(
+    name="annotation.jobs.run_rollout",
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=None,
+)
+def run_rollout(self: Any, rollout_id: int, attempt: int) -> str:
+    """One rollout on its desktop's host, to its end. Delivered again when its worker dies."""
+    try:
+        return rollout_runs.run_rollout(rollout_id, attempt)
+    except rollouts.AttemptAlive:
+        raise self.retry(countdown=rollouts.stale_seconds() / 4) from None
+
+
+@shared_task(name="annotation.jobs.validate_rollout", bind=True, acks_late=True, max_retries=None)
+def validate_rollout(self: Any, rollout_id: int) -> bool | None:
+    """V(s) of an ended rollout, once its task's evaluator (if any) has scored it."""
+    try:
+        return validation.validate(rollout_id)
+    except validation.EvaluationPending:
+        raise self.retry(countdown=1) from None

@@ -49,6 +49,9 @@ class Project(models.Model):
         related_name="projects_b",
     )
     version_b_share = models.FloatField(default=0.0)
+    # How autonomous rollouts of this project are validated (annotation/validation.py): the
+    # judge model's endpoint, model and threshold, and which parts V(s) requires.
+    validation_settings = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -219,6 +222,12 @@ class EpisodeOutcome(models.TextChoices):
     ABANDONED = "abandoned"
     ENV_FAILED = "env_failed"
     MAX_STEPS = "max_steps"
+    STOPPED = "stopped"  # an autonomous run ended by a stop rule; the reason names it
+
+
+class EpisodeMode(models.TextChoices):
+    INTERACTIVE = "interactive"  # an annotator decides every step
+    AUTONOMOUS = "autonomous"  # a rollout: the model's proposal runs as it is (decision auto)
 
 
 class EvaluationStatus(models.TextChoices):
@@ -232,6 +241,10 @@ class Episode(models.Model):
     """One attempt at a task by one annotator on one desktop."""
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="episodes")
+    mode = models.CharField(
+        max_length=12, choices=EpisodeMode.choices, default=EpisodeMode.INTERACTIVE
+    )
+    # For a rollout, the person who started its batch.
     annotator = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="episodes"
     )
@@ -272,9 +285,10 @@ class Episode(models.Model):
     class Meta:
         ordering = ["-started_at"]
         constraints = [
+            # Rollouts sample a task several times at once; people work it once at a time.
             models.UniqueConstraint(
                 fields=["task"],
-                condition=Q(ended_at__isnull=True),
+                condition=Q(ended_at__isnull=True, mode="interactive"),
                 name="one_running_episode_per_task",
             ),
             models.CheckConstraint(
@@ -292,6 +306,7 @@ class Decision(models.TextChoices):
     ACCEPTED = "accepted"
     CORRECTED = "corrected"
     ERROR_KEPT = "error_kept"
+    AUTO = "auto"  # a rollout's step: the model's proposal ran as it was, nobody decided
 
 
 class Step(models.Model):
@@ -481,3 +496,7 @@ class DatasetExport(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} export {self.pk} ({self.status})"
+
+
+# Rollout batches live in a module of their own; imported here so that Django registers them.
+from annotation.rollout_models import Rollout, RolloutBatch  # noqa: E402, F401

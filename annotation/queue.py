@@ -33,7 +33,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from annotation.models import Episode, Project, Task, TaskEvent, TaskStatus
+from annotation.models import Episode, EpisodeMode, Project, Task, TaskEvent, TaskStatus
 from backend.accounts.models import User
 from backend.errors import DomainError
 from backend.notifications import notify_user
@@ -202,7 +202,11 @@ def return_lapsed_leases(now: datetime | None = None) -> int:
         lapsed = list(
             Task.objects.select_for_update(skip_locked=True)
             .filter(status=TaskStatus.IN_PROGRESS, lease_expires_at__lte=now)
-            .exclude(pk__in=Episode.objects.filter(ended_at__isnull=True).values("task_id"))
+            .exclude(
+                pk__in=Episode.objects.filter(
+                    ended_at__isnull=True, mode=EpisodeMode.INTERACTIVE
+                ).values("task_id")
+            )
         )
         for task in lapsed:
             _event(

@@ -20,8 +20,9 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.models import Episode, Review, TaskEvent, TaskStatus
+from annotation.models import Episode, EpisodeMode, Review, Rollout, TaskEvent, TaskStatus
 from backend.accounts.models import User
+from backend.celery import send_after_commit
 from backend.errors import DomainError
 
 REPEAT_WINDOW = timedelta(seconds=60)
@@ -63,8 +64,16 @@ def submit_review(
             first_wrong_step=first_wrong_step,
             comment=comment,
         )
+        if episode.mode == EpisodeMode.AUTONOMOUS:
+            # A rollout's review is a part of its validation: V is judged again.
+            for pk in Rollout.objects.filter(episode=episode).values_list("pk", flat=True):
+                send_after_commit("annotation.jobs.validate_rollout", [pk], "default")
         task = episode.task
-        if task.status in (TaskStatus.SUBMITTED, TaskStatus.REVIEWED, TaskStatus.REJECTED):
+        if episode.mode == EpisodeMode.INTERACTIVE and task.status in (
+            TaskStatus.SUBMITTED,
+            TaskStatus.REVIEWED,
+            TaskStatus.REJECTED,
+        ):
             task.status = (
                 TaskStatus.REVIEWED if verdict == Review.Verdict.ACCEPTED else TaskStatus.REJECTED
             )

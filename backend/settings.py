@@ -267,6 +267,8 @@ CELERY_BEAT_SCHEDULE = {
         "task": "vm_pool.jobs.maintain_all_hosts",
         "schedule": float(TANDEM_POOL_INTERVAL_SECONDS),
     },
+    # Rollout batches start what they may when desktops come back, and recover lost workers.
+    "rollout-dispatch": {"task": "annotation.jobs.dispatch_rollouts", "schedule": 5.0},
 }
 
 # Desktops: providers by dotted path; this host's name (its worker consumes the queue
@@ -352,6 +354,8 @@ TANDEM_DEMO_MODEL_DIR = Path(
 )
 TANDEM_DEMO_ENDPOINT = env("TANDEM_DEMO_ENDPOINT", "http://127.0.0.1:8100/v1")
 TANDEM_TRAIN_QUEUE = env("TANDEM_TRAIN_QUEUE", "train")  # tests run workers on their own
+# A running rollout whose heartbeat is this old lost its worker and runs again (rollouts.py).
+TANDEM_ROLLOUT_STALE_SECONDS = env_int("TANDEM_ROLLOUT_STALE_SECONDS", 60)
 # A fine-tuning attempt silent this long (no step, no log line) is taken over by a new one.
 TANDEM_FINETUNE_STALE_SECONDS = env_int("TANDEM_FINETUNE_STALE_SECONDS", 900)
 # Streamed proposal text is forwarded to the browser at most this often.

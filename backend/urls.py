@@ -22,6 +22,7 @@ from annotation.api_models import (
     ModelVersionViewSet,
     ProjectModelVersionsView,
 )
+from annotation.api_rollouts import RolloutBatchViewSet, RolloutViewSet, ValidationSettingsView
 from annotation.api_stats import (
     AcceptanceView,
     ProgressBoardView,
@@ -56,6 +57,8 @@ router.register("model-versions", ModelVersionViewSet, basename="model-version")
 router.register("tokens", AccessTokenViewSet, basename="token")
 router.register("desktops", DesktopViewSet, basename="desktop")
 router.register("task-files", TaskFileViewSet, basename="task-file")
+router.register("rollout-batches", RolloutBatchViewSet, basename="rollout-batch")
+router.register("rollouts", RolloutViewSet, basename="rollout")
 
 admin.site.site_header = "Tandem administration"
 admin.site.site_title = "Tandem"
@@ -77,6 +80,11 @@ urlpatterns = [
         name="project-model-versions",
     ),
     path("api/review-queue/", ReviewQueueView.as_view(), name="review-queue"),
+    path(
+        "api/projects/<int:pk>/validation/",
+        ValidationSettingsView.as_view(),
+        name="project-validation",
+    ),
     path("api/", include(router.urls)),
     path("api/me/", MeView.as_view(), name="me"),
     path("api/screenshots/<str:sha256>/", ScreenshotView.as_view(), name="screenshot"),

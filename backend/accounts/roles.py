@@ -22,6 +22,7 @@ class Capability(StrEnum):
     REVIEW = "review"  # give a verdict on an episode
     READ_DATASETS = "read_datasets"  # list and download dataset exports
     MANAGE_DATASETS = "manage_datasets"  # create dataset exports and fine-tuning jobs
+    RUN_ROLLOUTS = "run_rollouts"  # start, pause and cancel autonomous rollout batches
 
 
 ROLE_CAPABILITIES: dict[Role, frozenset[Capability]] = {
@@ -33,9 +34,12 @@ ROLE_CAPABILITIES: dict[Role, frozenset[Capability]] = {
             Capability.MANAGE_TASKS,
             Capability.REVIEW,
             Capability.READ_DATASETS,
+            Capability.RUN_ROLLOUTS,
         }
     ),
-    Role.ENGINEER: frozenset({Capability.READ_DATASETS, Capability.MANAGE_DATASETS}),
+    Role.ENGINEER: frozenset(
+        {Capability.READ_DATASETS, Capability.MANAGE_DATASETS, Capability.RUN_ROLLOUTS}
+    ),
 }
 
 
