@@ -22,6 +22,7 @@ BENCHMARKS: tuple[str, ...] = (
     "tests.bench.desktop_io",
     "tests.bench.prompt",
     "tests.bench.step",
+    "tests.bench.rollouts",
     "tests.bench.observation",
     "tests.bench.export",
     "tests.bench.web",

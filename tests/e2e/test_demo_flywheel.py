@@ -158,8 +158,11 @@ def fine_tune_in_the_browser(page: Page, sft: DatasetExport, dpo: DatasetExport,
 
 def serve_and_evaluate_in_the_browser(page: Page, project: Project) -> EvaluationRun:
     # A disabled button says why.
-    expect(page.get_by_role("button", name="Set endpoint")).to_be_disabled()
-    expect(page.get_by_test_id("disabled-reason")).to_have_text("This is its endpoint already.")
+    endpoint_form = page.get_by_role("form", name="Endpoint of this version")
+    expect(endpoint_form.get_by_role("button", name="Set endpoint")).to_be_disabled()
+    expect(endpoint_form.get_by_test_id("disabled-reason")).to_have_text(
+        "This is its endpoint already."
+    )
     page.get_by_role("button", name="Serve on its endpoint").click()
     expect(page.get_by_test_id("serving-status")).to_contain_text("serving", timeout=30_000)
     page.get_by_role("form", name="Start an evaluation").get_by_label("Project").select_option(

@@ -1,0 +1,155 @@
+"""Rollout throughput: eight autonomous rollouts at once on eight real sandboxed desktops of this
+machine, with a zero-latency scripted model.
+
+A batch of eight rollouts is dispatched the real way (``rollouts.dispatch`` leases the desktops
+and makes the episodes); each rollout's run (``rollout_runs.run_rollout``, the job's body) then
+runs in a thread of this process, as the host's worker runs it in one of its threads. Every
+step is the whole environment step: the scripted model's answer over HTTP (the test server
+answers at once, alternating clicks on two empty spots of the desktop, so the screen stays
+still and no loop forms), the proposal stored, the action executed, the screen settled and
+observed, the screenshot stored, the next request built. The stop rules allow ``STEPS`` steps.
+
+``rollout_env_steps_per_s`` is every rollout's decided steps over the wall time from the first
+step's observation to the last step's, all rollouts together; ``rollout_steps_per_desktop_per_s``
+is that over the number of desktops. The anchor is OSWorld's environment, which sleeps a fixed
+2 s after every action: at most 0.5 steps per second per environment, measured here as
+``rollout_speedup_vs_fixed_2s``.
+"""
+
+import shutil
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+DESKTOPS = 8
+STEPS = 40
+DISPLAYS = (2440, 2479)  # no test, demo or other benchmark desktop uses these
+OSWORLD_STEPS_PER_S = 0.5  # a fixed 2 s pause after every action
+
+GOALS = {
+    "rollout_env_steps_per_s": "≥ 20",
+    "rollout_steps_per_desktop_per_s": "≥ 2.5",
+}
+
+
+def _answer(body: dict[str, Any]) -> Any:
+    from tests.fake_model_server import Reply
+
+    step = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+    # Empty spots of the 1280×800 desktop, in UI-TARS-1.5's coordinates (1288×812).
+    spot = "(1200,790)" if step % 2 else "(1250,760)"
+    return Reply.text(f"Thought: Click the empty desktop.\nAction: click(start_box='{spot}')")
+
+
+def run() -> dict[str, float | int]:
+    from tests.bench import fresh_database, setup_django
+
+    setup_django()
+    from django.db import connection
+    from django.test import override_settings
+
+    from annotation import rollout_runs, rollouts
+    from annotation.models import Project, Step, Task
+    from annotation.rollout_models import Rollout, RolloutStatus
+    from backend.accounts.models import User
+    from model_serving.models import ModelVersion
+    from tests.bench.step import _bench_broker, _flush_bench_redis, _start_desktops
+    from tests.fake_model_server import serving
+    from vm_pool import pool
+    from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
+
+    host = f"bench-rollouts-{uuid.uuid4().hex[:6]}"
+    desktop_root = Path(tempfile.mkdtemp(prefix="tandem-bench-rollout-desktops-"))
+    media_root = Path(tempfile.mkdtemp(prefix="tandem-bench-rollout-media-"))
+    local = override_settings(
+        TANDEM_DISPLAY_RANGE=DISPLAYS,
+        TANDEM_DESKTOP_ROOT=desktop_root,
+        TANDEM_HOST=host,
+        MEDIA_ROOT=media_root,
+    )
+    try:
+        _flush_bench_redis()  # the jobs the run sends (resets, validation) go nowhere
+        with fresh_database(), local, _bench_broker(), serving("bench-model") as model:
+            model.responder = _answer
+            user = User.objects.create_user("bench-engineer")
+            template = DesktopTemplate.objects.create(
+                name="bench-rollouts", width=1280, height=800, min_ready=0, max_desktops=DESKTOPS
+            )
+            project = Project.objects.create(
+                name="bench rollouts", environment_template=template.name, created_by=user
+            )
+            tasks = [
+                Task.objects.create(
+                    project=project,
+                    external_id=f"still-{n}",
+                    instruction="Click the empty desktop again and again.",
+                    max_steps=STEPS,
+                )
+                for n in range(DESKTOPS)
+            ]
+            version = ModelVersion.objects.create(
+                name="bench-model",
+                base_model="bench-model",
+                base_url=model.base_url,
+                serving_status=ModelVersion.Serving.SERVING,
+            )
+            _start_desktops(template, host, DESKTOPS)
+            batch = rollouts.create_batch(
+                project,
+                user,
+                rollouts.BatchRequest(
+                    tasks=tasks,
+                    samples_per_task=1,
+                    model_version=version,
+                    stop_rules={"same_action_repeats": STEPS, "unchanged_steps": STEPS},
+                    max_concurrent=DESKTOPS,
+                    desktop_share=1.0,
+                ),
+            )
+            rollouts.dispatch(batch.pk)
+            running = list(
+                Rollout.objects.filter(batch=batch, status=RolloutStatus.RUNNING).values_list(
+                    "pk", "attempt"
+                )
+            )
+            if len(running) != DESKTOPS:
+                raise RuntimeError(f"{len(running)} of {DESKTOPS} rollouts started")
+            errors: list[BaseException] = []
+
+            def one(rollout_id: int, attempt: int) -> None:
+                try:
+                    rollout_runs.run_rollout(rollout_id, attempt)
+                except BaseException as error:  # reported below
+                    errors.append(error)
+                finally:
+                    connection.close()
+
+            threads = [threading.Thread(target=one, args=pair) for pair in running]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            if errors:
+                raise errors[0]
+            steps = Step.objects.filter(episode__rollout__batch=batch)
+            decided = steps.filter(decided_at__isnull=False).count()
+            first = steps.order_by("created_at").values_list("created_at", flat=True)[0]
+            last = steps.order_by("-decided_at").values_list("decided_at", flat=True)[0]
+            seconds = (last - first).total_seconds()
+            reasons = set(Rollout.objects.filter(batch=batch).values_list("stop_reason", flat=True))
+            if reasons != {"max_steps"}:
+                raise RuntimeError(f"rollouts stopped for {reasons}, not the step limit")
+            for desktop in Desktop.objects.exclude(status=DesktopStatus.STOPPED):
+                pool.stop_desktop(desktop.pk)
+            per_s = decided / seconds
+            return {
+                "rollout_env_steps_per_s": per_s,
+                "rollout_steps_per_desktop_per_s": per_s / DESKTOPS,
+                "rollout_speedup_vs_fixed_2s": per_s / DESKTOPS / OSWORLD_STEPS_PER_S,
+            }
+    finally:
+        _flush_bench_redis()
+        shutil.rmtree(desktop_root, ignore_errors=True)
+        shutil.rmtree(media_root, ignore_errors=True)
