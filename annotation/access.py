@@ -15,7 +15,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.fields import empty
 
-from annotation.models import Episode, Membership, Project, Task
+from annotation.models import Episode, EpisodeMode, Membership, Project, Task
 from backend.accounts.models import User
 from backend.accounts.roles import ROLE_CAPABILITIES, Capability, Role, role_allows
 from vm_pool.models import Desktop, DesktopStatus
@@ -89,11 +89,16 @@ def visible_tasks(user: User) -> QuerySet[Task]:
 
 
 def visible_episodes(user: User) -> QuerySet[Episode]:
-    """Episodes of projects the user may view, plus their own; never another annotator's."""
+    """Episodes of projects the user may view, the rollouts of projects whose datasets they
+    read (the rollout API's rule), plus their own; never another annotator's."""
     if user.is_superuser:
         return Episode.objects.all()
     viewable = projects_where(user, Capability.VIEW_EPISODES)
-    return Episode.objects.filter(Q(task__project__in=viewable) | Q(annotator=user))
+    rollouts = Q(
+        mode=EpisodeMode.AUTONOMOUS,
+        task__project__in=projects_where(user, Capability.READ_DATASETS),
+    )
+    return Episode.objects.filter(Q(task__project__in=viewable) | rollouts | Q(annotator=user))
 
 
 def visible_desktops(user: User) -> QuerySet[Desktop]:

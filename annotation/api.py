@@ -320,7 +320,7 @@ class EpisodeViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self) -> QuerySet[Episode]:
         episodes = (
             access.visible_episodes(self.request.user)
-            .select_related("annotator", "task__project")
+            .select_related("annotator", "task__project", "rollout")
             .annotate(step_count=Count("steps"))
             .order_by("-started_at", "id")
         )

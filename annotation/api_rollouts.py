@@ -7,6 +7,8 @@
   queued. ``GET /api/rollout-batches/?project=<id>``, ``GET /api/rollout-batches/{id}/`` with
   its summary (``annotation.rollout_stats``). ``POST …/{id}/pause/``, ``…/resume/``,
   ``…/cancel/``.
+- ``GET /api/rollout-batches/tasks/?project=<id>``: the tasks a new batch of the project may
+  run (its runnable tasks), and how many of its tasks cannot run here.
 - ``GET /api/rollouts/?batch=<id>``, ``GET /api/rollouts/{id}/``: status, stop reason, its
   episode, the validation's parts and V.
 - ``GET|PUT /api/projects/{id}/validation/``: the project's validation settings (judge
@@ -41,6 +43,19 @@ def readable_projects(user: User) -> QuerySet[Project]:
     return access.projects_where(user, Capability.VIEW_EPISODES) | access.projects_where(
         user, Capability.READ_DATASETS
     )
+
+
+def runnable_tasks(project: Project) -> QuerySet[Task]:
+    """The tasks a batch of the project may run: those that can run here."""
+    return Task.objects.filter(project=project, cannot_run="").order_by("id")
+
+
+# What each sampling setting may be: (lowest, highest, whole numbers only).
+SAMPLING_BOUNDS: dict[str, tuple[float, float | None, bool]] = {
+    "temperature": (0, 2, False),
+    "top_p": (0, 1, False),
+    "max_tokens": (1, None, True),
+}
 
 
 class RolloutBatchSerializer(serializers.ModelSerializer):
@@ -96,6 +111,39 @@ class BatchCreateSerializer(serializers.Serializer):
     stop_rules = serializers.DictField(required=False, default=dict)
     max_concurrent = serializers.IntegerField(min_value=1, max_value=64, default=4)
     desktop_share = serializers.FloatField(min_value=0.01, max_value=1, default=0.5)
+
+    def validate_sampling(self, given: dict[str, Any]) -> dict[str, Any]:
+        """Known settings must be numbers in their range; unknown ones are refused by name when
+        the batch is created."""
+        for key, value in given.items():
+            if key not in SAMPLING_BOUNDS:
+                continue
+            lowest, highest, whole = SAMPLING_BOUNDS[key]
+            number = not isinstance(value, bool) and isinstance(value, int | float)
+            if (
+                not number
+                or (whole and not isinstance(value, int))
+                or value < lowest
+                or (highest is not None and value > highest)
+            ):
+                kind = "a whole number" if whole else "a number"
+                upto = f" to {highest:g}" if highest is not None else " or more"
+                raise serializers.ValidationError(
+                    f"{key} must be {kind} from {lowest:g}{upto}, not {value!r}"
+                )
+        return given
+
+
+class RunnableTaskSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Task
+        fields = ["external_id", "instruction", "max_steps"]
+        read_only_fields = fields
+
+
+class RunnableTasksSerializer(serializers.Serializer):
+    runnable = RunnableTaskSerializer(many=True)
+    cannot_run = serializers.IntegerField(help_text="The project's tasks that cannot run here.")
 
 
 class RolloutSerializer(serializers.ModelSerializer):
@@ -162,7 +210,7 @@ class RolloutBatchViewSet(
         body = BatchCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         given = body.validated_data
-        runnable = Task.objects.filter(project=project, cannot_run="").order_by("id")
+        runnable = runnable_tasks(project)
         if "tasks" in given:
             named = list(runnable.filter(external_id__in=given["tasks"]))
             missing = sorted(set(given["tasks"]) - {t.external_id for t in named})
@@ -186,12 +234,29 @@ class RolloutBatchViewSet(
                 name=given["name"],
             ),
         )
+        batch.refresh_from_db()  # its counts were made in the database
         return Response(self.get_serializer(batch).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("project", int, required=True)],
+        responses={200: RunnableTasksSerializer},
+    )
+    @action(detail=False, methods=["get"])
+    def tasks(self, request: Request) -> Response:
+        """The tasks a new batch of the project may run, for those who start batches."""
+        project = access.project_named_in(
+            request.query_params, request.user, Capability.RUN_ROLLOUTS
+        )
+        runnable = runnable_tasks(project)
+        blocked = Task.objects.filter(project=project).exclude(cannot_run="").count()
+        return Response(RunnableTasksSerializer({"runnable": runnable, "cannot_run": blocked}).data)
 
     def _steer(self, request: Request, to: str) -> Response:
         batch = self.get_object()
         access.require(request.user, batch.project, Capability.RUN_ROLLOUTS)
-        return Response(self.get_serializer(rollouts.set_status(batch, to)).data)
+        steered = rollouts.set_status(batch, to)
+        steered.refresh_from_db()  # its progress and counts were recounted in the database
+        return Response(self.get_serializer(steered).data)
 
     @extend_schema(request=None, responses={200: RolloutBatchSerializer})
     @action(detail=True, methods=["post"])
@@ -238,6 +303,15 @@ class ValidationSettingsView(APIView):
             judge["api_key_set"] = bool(judge.pop("api_key", ""))
         return {**options, **({"judge": judge} if judge else {})}
 
+    @staticmethod
+    def _without_markers(given: Any) -> Any:
+        """Settings as sent, less the ``api_key_set`` marker a read shows: settings read and
+        sent back as they are keep the stored key."""
+        if not isinstance(given, dict) or not isinstance(given.get("judge"), dict):
+            return given
+        judge = {k: v for k, v in given["judge"].items() if k != "api_key_set"}
+        return {**given, "judge": judge}
+
     @extend_schema(responses={200: dict})
     def get(self, request: Request, pk: int) -> Response:
         return Response(self._shown(self._project(request, pk).validation_settings))
@@ -250,7 +324,7 @@ class ValidationSettingsView(APIView):
     def put(self, request: Request, pk: int) -> Response:
         project = self._project(request, pk)
         access.require(request.user, project, Capability.RUN_ROLLOUTS)
-        given = validation.check_settings(request.data)
+        given = validation.check_settings(self._without_markers(request.data))
         kept_key = (project.validation_settings.get("judge") or {}).get("api_key")
         if "judge" in given and "api_key" not in given["judge"] and kept_key:
             given = {**given, "judge": {**given["judge"], "api_key": kept_key}}

@@ -95,7 +95,7 @@ class ReviewQueueView(generics.ListAPIView):
                 ended_at__isnull=False,
             )
             .exclude(Exists(reviewed))
-            .select_related("annotator", "task__project")
+            .select_related("annotator", "task__project", "rollout")
             .annotate(step_count=Count("steps"))
             .order_by("ended_at", "id")
         )

@@ -36,7 +36,8 @@ Rules, exactly:
   Accepted and unreviewed episodes give all their steps. Only ended episodes are data; any
   outcome counts, since every step was decided by a person.
 - **CT samples**: every ended episode whose latest review rejected it, or whose outcome is
-  ``abandoned``: the whole trajectory of decided steps (observation, final thought and action).
+  ``abandoned``: the whole trajectory of decided steps (observation, final thought and action);
+  one with no decided step gives none (a counted reason).
 - **Sources.** An export reads people's episodes (``source=interactive``, the default) or
   autonomous rollouts (``source=rollout``), never both. A rollout is data only once its
   validation decided (``annotation.validation``): V = 1 makes every step an SFT sample (kind
@@ -91,6 +92,7 @@ REFLECTION_IS_ERROR_KEPT = "step after an error_kept is itself an error_kept"
 NO_REFLECTIVE_STEP = "error_kept without a usable next step"
 REJECTED_WITHOUT_PREFIX = "episode rejected without a first wrong step"
 HELD_OUT = "episode held out for evaluation"
+NO_DECIDED_STEP = "episode without a decided step"
 
 
 # --- records -------------------------------------------------------------------------------
@@ -231,6 +233,9 @@ def iter_samples(
                 tally.skipped[HELD_OUT] += 1
                 continue
             if kind == DatasetExport.Kind.CT:
+                if not finals[episode.id]:  # nothing was done: no trajectory to learn from
+                    tally.skipped[NO_DECIDED_STEP] += 1
+                    continue
                 records: Iterable[Sample] = [_ct_sample(episode, finals[episode.id])]
             else:
                 records = _step_records(episode, finals[episode.id], kind, include_accepted, tally)

@@ -10,10 +10,13 @@ taken and lost is ``annotation.rollouts``'s rule (``take_attempt``).
 
 import asyncio
 import logging
+import threading
+import time
 from dataclasses import replace
 from typing import Any
 
-from django.db import transaction
+from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from annotation import rollout_rules
@@ -26,6 +29,7 @@ from annotation.rollouts import (
     DISPATCH_QUEUE,
     VALIDATE_JOB,
     refresh_counts,
+    stale_seconds,
     take_attempt,
 )
 from backend.celery import send_after_commit
@@ -39,6 +43,8 @@ from vm_pool.screenshots import store_screenshot
 
 logger = logging.getLogger(__name__)
 
+QUIET_LIMIT_S = 5.0
+
 
 def run_rollout(rollout_id: int, attempt: int) -> str:
     """On the desktop's host: run one rollout to its end; the stop reason."""
@@ -47,7 +53,8 @@ def run_rollout(rollout_id: int, attempt: int) -> str:
         return "not this job's"
     run = Run(rollout)
     try:
-        reason = run.loop()
+        with Heartbeat(rollout):
+            reason = run.loop()
     finally:
         send_after_commit(DISPATCH_JOB, [rollout.batch_id], DISPATCH_QUEUE)
     return reason
@@ -81,6 +88,9 @@ class Run:
 
         episode = self.episode
         assert episode.desktop is not None
+        # No database connection is held while the desktop works (setup, settling): the
+        # host's jobs and heartbeats share the process's small pool.
+        connection.close()
         try:
             control = pool.control_for(episode.desktop)
             setup_log = run_setup(control, episode.task.setup)
@@ -92,8 +102,10 @@ class Run:
         self.see(observation)
         index = 1
         while True:
-            if not self.beat():
-                return self.end(EpisodeOutcome.STOPPED, "cancelled", "the batch was cancelled")
+            if (why := self.beat()) == "cancelled":
+                return self.end(EpisodeOutcome.STOPPED, why, "the batch was cancelled")
+            if why:
+                return self.end(EpisodeOutcome.ENV_FAILED, why, DESKTOP_LOST)
             step = Step.objects.create(
                 episode=episode,
                 index=index,
@@ -115,9 +127,10 @@ class Run:
             if stop is not None and stop != rollout_rules.StopReason.MAX_STEPS:
                 # A loop is seen on the screen the step was decided on: it is not run again.
                 return self.end(EpisodeOutcome.STOPPED, stop, f"stopped: {stop}")
+            connection.close()  # not held while the desktop acts and settles
             try:
                 control.execute(action)
-                after = control.observe(settle=True)
+                after = self.observe_after(control)
             except (pool.DesktopError, InvalidAction) as error:
                 return self.end(EpisodeOutcome.ENV_FAILED, "env_failed", f"step {index}: {error}")
             if not owns_desktop(episode):
@@ -133,24 +146,30 @@ class Run:
             observation = after
             index += 1
 
-    def beat(self) -> bool:
-        """Heartbeat and lease; False when the batch was cancelled."""
-        now = timezone.now()
-        Rollout.objects.filter(pk=self.rollout.pk).update(heartbeat_at=now)
+    def beat(self) -> str:
+        """Renew the desktop's lease; why the run must end now ("" when it goes on)."""
         episode = self.episode
         assert episode.desktop_id is not None
-        pool.renew_desktop_lease(
-            episode.desktop_id, episode.annotator_id, DESKTOP_LEASE_S, episode.desktop_generation
-        )
+        try:
+            pool.renew_desktop_lease(
+                episode.desktop_id,
+                episode.annotator_id,
+                DESKTOP_LEASE_S,
+                episode.desktop_generation,
+            )
+        except pool.DesktopLeaseLost:
+            return "desktop_lost"
         status = RolloutBatch.objects.values_list("status", flat=True).get(pk=self.batch.pk)
-        return status != BatchStatus.CANCELLED
+        return "cancelled" if status == BatchStatus.CANCELLED else ""
 
     def propose(self, step: Step) -> Action | None:
         """Ask the model; record its answer; decide the step with the first valid candidate."""
         from annotation import episodes, jobs
 
         try:
-            result = asyncio.run(self.proposer.propose(jobs.proposal_request(step)))
+            request = jobs.proposal_request(step)
+            connection.close()  # not held while the model answers
+            result = asyncio.run(self.proposer.propose(request))
         except (ModelUnavailable, ProposerMisconfigured) as error:
             episodes.record_model_unavailable(step.pk, str(error))
             self.records.append(
@@ -180,6 +199,22 @@ class Run:
         )
         return Action.from_json(chosen.action)
 
+    def observe_after(self, control: Any) -> Observation:
+        """The settled screen after an action, once it stayed the same for a quiet period too:
+        a program that reacts late (a dialog opening 300 ms after its key) would otherwise
+        change the screen after the model was shown it. A person deciding gives the live loop
+        that time; a rollout waits for it, at most ``QUIET_LIMIT_S`` in all."""
+        observation = control.observe(settle=True)
+        quiet = settings.TANDEM_ROLLOUT_QUIET_MS / 1000
+        deadline = time.monotonic() + QUIET_LIMIT_S
+        while quiet > 0 and time.monotonic() < deadline:
+            time.sleep(quiet)
+            again = control.observe(settle=True)
+            if rollout_rules.same_screen(observation.png, again.png):
+                return observation
+            observation = again
+        return observation
+
     def see(self, observation: Observation) -> str:
         """The identity of the screen now, for the rules."""
         identity, png = self.screen
@@ -191,16 +226,51 @@ class Run:
         end_episode(self.episode.pk, outcome, reason)
         status = RolloutStatus.CANCELLED if stop == "cancelled" else RolloutStatus.ENDED
         steps = Step.objects.filter(episode=self.episode, decided_at__isnull=False).count()
-        with transaction.atomic():
-            Rollout.objects.filter(pk=self.rollout.pk, attempt=self.rollout.attempt).update(
-                status=status,
-                stop_reason=str(stop),
-                ended_at=timezone.now(),
-                tokens=self.tokens,
-                steps=steps,
-                records=[record.as_json() for record in self.records],
-            )
-            refresh_counts(self.batch.pk)
-            if status == RolloutStatus.ENDED:
-                send_after_commit(VALIDATE_JOB, [self.rollout.pk], DISPATCH_QUEUE)
+        # Only the attempt this run is: one queued again meanwhile (its worker was taken for
+        # lost) is the next attempt's. The batch's counts follow in a statement of their own:
+        # rows are locked rollout first, batch second nowhere, so dispatch never deadlocks.
+        ours = Rollout.objects.filter(
+            pk=self.rollout.pk,
+            attempt=self.rollout.attempt,
+            episode=self.episode,
+            status=RolloutStatus.RUNNING,
+        ).update(
+            status=status,
+            stop_reason=str(stop),
+            ended_at=timezone.now(),
+            tokens=self.tokens,
+            steps=steps,
+            records=[record.as_json() for record in self.records],
+        )
+        refresh_counts(self.batch.pk)
+        if ours and status == RolloutStatus.ENDED:
+            send_after_commit(VALIDATE_JOB, [self.rollout.pk], DISPATCH_QUEUE)
         return str(stop)
+
+
+class Heartbeat:
+    """Beats the rollout's heartbeat from a thread of its own while the run lives, setup and
+    long steps included: a heartbeat goes stale only when the run's process is gone."""
+
+    def __init__(self, rollout: Rollout) -> None:
+        self.rollout_id, self.attempt = rollout.pk, rollout.attempt
+        self.every = stale_seconds() / 4
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        while not self.stop.wait(self.every):
+            try:
+                Rollout.objects.filter(
+                    pk=self.rollout_id, attempt=self.attempt, status=RolloutStatus.RUNNING
+                ).update(heartbeat_at=timezone.now())
+            finally:
+                connection.close()  # back to the pool between beats
+
+    def __enter__(self) -> "Heartbeat":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)

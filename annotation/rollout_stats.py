@@ -7,7 +7,7 @@ validation's verdicts and the cost.
 - **pass@k** is the share of tasks with at least one of their k samples validated V = 1.
 - **Verdicts** count every part's pass, fail and not-known over the batch, by part.
 - **Cost**: decided steps and the model's tokens (prompt and completion), in all and per
-  rollout.
+  rollout that ran to its end (a queued or running one has not counted its tokens yet).
 """
 
 from collections import Counter, defaultdict
@@ -39,6 +39,7 @@ def summary(batch: RolloutBatch) -> dict[str, Any]:
         for part in rollout.validation.get("parts", []):
             word = {True: "passed", False: "failed", None: "unknown"}[part["passed"]]
             parts[part["name"]][word] += 1
+    ran = [r for r in rows if r.ended_at is not None and r.episode_id is not None]
     tasks = [_group(group) | {"task": group[0].task.external_id} for group in by_task.values()]
     solved = sum(1 for group in by_task.values() if any(r.verdict for r in group))
     return {
@@ -52,7 +53,7 @@ def summary(batch: RolloutBatch) -> dict[str, Any]:
         "cost": {
             "steps": sum(r.steps for r in rows),
             "tokens": sum(r.tokens for r in rows),
-            "tokens_per_rollout": _rate(sum(r.tokens for r in rows), len(rows)),
+            "tokens_per_rollout": _rate(sum(r.tokens for r in rows), len(ran)),
         },
     }
 

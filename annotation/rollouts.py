@@ -207,7 +207,7 @@ def dispatch(batch_id: int) -> int:
     started = 0
     with transaction.atomic():
         batch = (
-            RolloutBatch.objects.select_for_update(skip_locked=True)
+            RolloutBatch.objects.select_for_update(skip_locked=True, of=("self",))
             .select_related("project", "model_version", "version_b", "created_by")
             .filter(pk=batch_id)
             .first()

@@ -355,11 +355,16 @@ class EpisodeSerializer(serializers.ModelSerializer):
     evaluation_reason = serializers.SerializerMethodField(
         help_text="Why the episode scored what it did, or why it could not be scored."
     )
+    rollout = serializers.SerializerMethodField(help_text="The rollout it runs (autonomous).")
+    rollout_batch = serializers.SerializerMethodField(help_text="That rollout's batch.")
 
     class Meta:
         model = Episode
         fields = [
             "id",
+            "mode",
+            "rollout",
+            "rollout_batch",
             "task",
             "task_external_id",
             "instruction",
@@ -380,6 +385,14 @@ class EpisodeSerializer(serializers.ModelSerializer):
 
     def get_evaluation_reason(self, episode: Episode) -> str:
         return str(episode.evaluation.get("error") or episode.evaluation.get("reason") or "")
+
+    def get_rollout(self, episode: Episode) -> int | None:
+        rollout = getattr(episode, "rollout", None)
+        return rollout.pk if rollout is not None else None
+
+    def get_rollout_batch(self, episode: Episode) -> int | None:
+        rollout = getattr(episode, "rollout", None)
+        return rollout.batch_id if rollout is not None else None
 
     def to_representation(self, episode: Episode) -> dict[str, Any]:
         shown = super().to_representation(episode)

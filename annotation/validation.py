@@ -30,7 +30,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.core.files.storage import default_storage
-from django.db import transaction
 from django.utils import timezone
 
 from annotation import rollout_rules
@@ -98,7 +97,8 @@ def validate(rollout_id: int) -> bool | None:
     if rollout.status not in (RolloutStatus.ENDED, RolloutStatus.VALIDATED):
         return rollout.verdict
     episode = rollout.episode
-    assert episode is not None
+    if episode is None:  # queued again for a new attempt meanwhile
+        return None
     options = rollout.batch.project.validation_settings or {}
     parts = [_rules(rollout, episode)]
     if rollout.task.evaluator.get("func"):
@@ -108,21 +108,20 @@ def validate(rollout_id: int) -> bool | None:
     if options.get("human_review"):
         parts.append(_human(episode))
     verdict = whole(parts)
-    with transaction.atomic():
-        Rollout.objects.filter(pk=rollout.pk).update(
-            status=RolloutStatus.VALIDATED,
-            verdict=verdict,
-            validation={
-                "parts": [asdict(p) for p in parts],
-                "verdict": verdict,
-                "routed": {True: "sft", False: "ct", None: ""}[verdict],
-                "prompt_version": judge.JUDGE_PROMPT_VERSION if options.get("judge") else "",
-                "at": timezone.now().isoformat(),
-            },
-        )
-        from annotation.rollouts import refresh_counts
+    Rollout.objects.filter(pk=rollout.pk, episode=episode).update(
+        status=RolloutStatus.VALIDATED,
+        verdict=verdict,
+        validation={
+            "parts": [asdict(p) for p in parts],
+            "verdict": verdict,
+            "routed": {True: "sft", False: "ct", None: ""}[verdict],
+            "prompt_version": judge.JUDGE_PROMPT_VERSION if options.get("judge") else "",
+            "at": timezone.now().isoformat(),
+        },
+    )
+    from annotation.rollouts import refresh_counts
 
-        refresh_counts(rollout.batch_id)
+    refresh_counts(rollout.batch_id)  # its own statement: no lock held on the rollout
     return verdict
 
 

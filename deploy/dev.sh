@@ -182,6 +182,9 @@ start_app() {
   echo $! >"$VAR/run/web.pid"
   # This machine is a desktop host too: its worker owns the queue desktops.<host>. Its jobs
   # mostly wait on desktops (settle) and the model's jobs on the network: threads, not processes.
+  # Its pool of database connections serves the eight threads and the heartbeats of the
+  # rollouts they run.
+  TANDEM_DB_POOL_MAX=${TANDEM_WORKER_DB_POOL_MAX:-16} \
   nohup "$VENV/bin/celery" -A backend worker -Q "default,exports,desktops,desktops.$TANDEM_HOST" \
     --pool threads -c 8 -n "tandem@$TANDEM_HOST" \
     --loglevel INFO >"$VAR/log/worker.log" 2>&1 &

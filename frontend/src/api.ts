@@ -139,3 +139,9 @@ export function rolesOf(me: Me): Set<Role> {
   if (me.can_create_projects) roles.add("manager");
   return roles;
 }
+
+/** The user's role in one project (null: not a member); an admin's is "admin". */
+export function roleIn(me: Pick<Me, "is_superuser" | "memberships">, project: number): Role | "admin" | null {
+  if (me.is_superuser) return "admin";
+  return me.memberships.find((m) => m.project === project)?.role ?? null;
+}

@@ -7,7 +7,7 @@
 import { useMemo, useState } from "react";
 import { Link, useNavigate } from "react-router-dom";
 import { api, type Page, type Project } from "../../api";
-import { Button, ErrorBanner, Loading, Table, useApi, useMe, usePoll, useSubmit } from "../../ui";
+import { Button, ErrorBanner, Loading, NumberField, Problem, Table, useApi, useMe, usePoll, useSubmit } from "../../ui";
 import { when } from "../manager/format";
 import {
   LIVE_STATUSES,
@@ -39,46 +39,6 @@ export function JobStatus({ job }: { job: Pick<FineTuneJob, "id" | "status" | "p
         </>
       ) : null}
     </span>
-  );
-}
-
-function Problem({ id, text }: { id: string; text?: string }) {
-  return text ? (
-    <span className="field-problem" id={id}>
-      {text}
-    </span>
-  ) : null;
-}
-
-function NumberField({
-  label,
-  value,
-  onChange,
-  problem,
-  id,
-  hint,
-}: {
-  label: string;
-  value: string;
-  onChange: (v: string) => void;
-  problem?: string;
-  id: string;
-  hint?: string;
-}) {
-  return (
-    <label className="field">
-      {label}
-      <input
-        inputMode="decimal"
-        value={value}
-        onChange={(e) => onChange(e.target.value)}
-        aria-invalid={problem ? true : undefined}
-        aria-describedby={problem ? `${id}-problem` : undefined}
-        placeholder={hint}
-        size={10}
-      />
-      <Problem id={`${id}-problem`} text={problem} />
-    </label>
   );
 }
 

@@ -1,15 +1,37 @@
-/** The ML engineer's pages: dataset exports, fine-tuning jobs, model versions and personal
- * access tokens. Managers see the exports and jobs of their projects on the project page and
- * read them, and the versions, here too; other roles are told whom the pages are for. */
+/** The ML engineer's pages: dataset exports, fine-tuning jobs, model versions, rollout batches
+ * (with the rollouts' episodes) and personal access tokens. Managers see the exports, jobs and
+ * batches of their projects on the project page and read them, and the versions, here too;
+ * other roles are told whom the pages are for. */
 import { NavLink, Navigate, Route, Routes } from "react-router-dom";
 import { ForRoles } from "../../ui";
+import { EpisodeViewer } from "../manager/EpisodeViewer";
+import type { Episode } from "../manager/types";
 import { Exports } from "./Exports";
 import { FineTuneJobPage } from "./FineTuneJobPage";
 import { FineTuning } from "./FineTuning";
 import { ModelVersionPage } from "./ModelVersionPage";
 import { ModelVersions } from "./ModelVersions";
+import { RolloutBatchPage } from "./RolloutBatchPage";
+import { Rollouts } from "./Rollouts";
+import type { RolloutPaths } from "./rollouts";
 import { Tokens } from "./Tokens";
 import "../manager/manager.css";
+
+const ROLLOUT_PATHS: RolloutPaths = {
+  list: (project) => `/engineer/rollouts?project=${project}`,
+  batch: (id) => `/engineer/rollouts/${id}`,
+  episode: (id) => `/engineer/episodes/${id}`,
+};
+
+function backToBatch(episode: Episode) {
+  return episode.rollout_batch === null
+    ? { to: ROLLOUT_PATHS.list(episode.project), label: "Rollout batches" }
+    : { to: ROLLOUT_PATHS.batch(episode.rollout_batch), label: `Rollout batch #${episode.rollout_batch}` };
+}
+
+function batchOf(episode: Episode): string {
+  return episode.rollout_batch === null ? ROLLOUT_PATHS.list(episode.project) : ROLLOUT_PATHS.batch(episode.rollout_batch);
+}
 
 export function EngineerRoutes() {
   return (
@@ -19,6 +41,7 @@ export function EngineerRoutes() {
         <NavLink to="exports">Dataset exports</NavLink>
         <NavLink to="finetune">Fine-tuning</NavLink>
         <NavLink to="models">Model versions</NavLink>
+        <NavLink to="rollouts">Rollouts</NavLink>
         <NavLink to="tokens">Access tokens</NavLink>
       </nav>
       <Routes>
@@ -28,6 +51,9 @@ export function EngineerRoutes() {
         <Route path="finetune/:jobId" element={<FineTuneJobPage />} />
         <Route path="models" element={<ModelVersions />} />
         <Route path="models/:versionId" element={<ModelVersionPage />} />
+        <Route path="rollouts" element={<Rollouts paths={ROLLOUT_PATHS} />} />
+        <Route path="rollouts/:batchId" element={<RolloutBatchPage paths={ROLLOUT_PATHS} />} />
+        <Route path="episodes/:episodeId" element={<EpisodeViewer back={backToBatch} batchPath={batchOf} />} />
         <Route path="tokens" element={<Tokens />} />
       </Routes>
     </ForRoles>

@@ -2,19 +2,22 @@
  * The episode viewer: replays an episode step by step — the screenshot the annotator saw, the
  * model's proposal and the final step drawn on it, both as thought and action — with who
  * decided, when and how long they took, reviewers' revisions, and the review form. Kept errors
- * and the reflection steps after them are marked. Managers and reviewers of the project reach
- * it; the server decides who may review.
+ * and the reflection steps after them are marked. A rollout (an autonomous episode) has its
+ * panel: why it stopped and its validation, part by part; its review is the human part. Managers
+ * and reviewers of the project reach it, and engineers the rollouts; the review form is offered
+ * to those who review the project, and the server decides again.
  */
 import { useEffect, useLayoutEffect, useState } from "react";
 import { Link, useParams } from "react-router-dom";
-import { api } from "../../api";
-import { Button, ErrorBanner, Loading, useApi, usePoll, useSubmit } from "../../ui";
+import { api, roleIn } from "../../api";
+import { Button, ErrorBanner, Loading, useApi, useMe, usePoll, useSubmit } from "../../ui";
 import { EvaluationPanel } from "./Evaluation";
 import { DECISION_LABEL, seconds, when } from "./format";
 import { LiveView } from "./LiveView";
 import { stepBadge, undecidedNote } from "./liveStep";
 import { proposalOf } from "./proposal";
 import { reflectionNote, reflectsOn } from "./reflection";
+import { RolloutPanel } from "./RolloutPanel";
 import type { Action, Episode, Proposal, Review, Step } from "./types";
 import "./manager.css";
 
@@ -144,7 +147,14 @@ function StepDetail({ step, episode }: { step: Step; episode: Episode }) {
                 <span className={`badge badge-${step.decision}`} data-testid="decision">
                   {DECISION_LABEL[step.decision]}
                 </span>{" "}
-                by <strong>{step.decided_by}</strong> on {when(step.decided_at)}
+                {step.decided_by ? (
+                  <>
+                    by <strong>{step.decided_by}</strong>{" "}
+                  </>
+                ) : (
+                  "by the model, nobody deciding, "
+                )}
+                on {when(step.decided_at)}
                 {step.decision_ms !== null ? ` after ${seconds(step.decision_ms)}` : ""}
               </p>
               <ActionBlock label="final" thought={step.final_thought} text={step.final_action_text} json={step.final_action} />
@@ -219,10 +229,22 @@ function ReviewForm({ episode, onDone }: { episode: Episode; onDone: () => void 
   );
 }
 
+/** Where a rollout's batch page is, from the project page's Rollouts tab. */
+export function projectBatchPath(episode: Episode): string {
+  return `/manage/projects/${episode.project}/rollouts/${episode.rollout_batch}`;
+}
+
 /** The episode viewer; `back` says where its "back" link leads for the episode shown (the
- * project's episodes, or the review queue). */
-export function EpisodeViewer({ back }: { back: (episode: Episode) => { to: string; label: string } }) {
+ * project's episodes, or the review queue), and `batchPath` where a rollout's batch is. */
+export function EpisodeViewer({
+  back,
+  batchPath = projectBatchPath,
+}: {
+  back: (episode: Episode) => { to: string; label: string };
+  batchPath?: (episode: Episode) => string;
+}) {
   const { episodeId } = useParams();
+  const me = useMe();
   const { data: episode, error, reload } = useApi<Episode>(`/api/episodes/${episodeId}/`);
   const [selected, setSelected] = useState(1);
   useEffect(() => {
@@ -254,6 +276,8 @@ export function EpisodeViewer({ back }: { back: (episode: Episode) => { to: stri
   const step = episode.steps.find((s) => s.index === selected) ?? null;
   const latest = episode.reviews[0] ?? null;
   const backLink = back(episode);
+  const reviews = ["admin", "manager", "reviewer"].includes(roleIn(me, episode.project) ?? "");
+  const autonomous = episode.mode === "autonomous";
   return (
     <div className="episode-viewer">
       <p>
@@ -263,7 +287,7 @@ export function EpisodeViewer({ back }: { back: (episode: Episode) => { to: stri
         Episode {episode.id}: {episode.instruction}
       </h1>
       <p className="meta" data-testid="episode-meta">
-        Task {episode.task_external_id} ({episode.task_status.replace("_", " ")}) · annotator{" "}
+        Task {episode.task_external_id} ({episode.task_status.replace("_", " ")}) · {autonomous ? "rollout started by" : "annotator"}{" "}
         <strong>{episode.annotator}</strong> · model {episode.model_version || "unknown"} · started{" "}
         {when(episode.started_at)} · {episode.ended_at ? `${episode.outcome} ${when(episode.ended_at)}` : "running"}
         {episode.end_reason ? ` (${episode.end_reason})` : ""}
@@ -274,6 +298,9 @@ export function EpisodeViewer({ back }: { back: (episode: Episode) => { to: stri
           {latest.first_wrong_step !== null ? ` — first wrong step ${latest.first_wrong_step}` : ""}
           {latest.comment ? `: ${latest.comment}` : ""}
         </p>
+      ) : null}
+      {autonomous && episode.rollout !== null ? (
+        <RolloutPanel rolloutId={episode.rollout} batchPath={batchPath(episode)} reviewedAt={latest?.created_at ?? null} reviews={reviews} />
       ) : null}
       <EvaluationPanel episode={episode} />
       {episode.ended_at === null ? <LiveView episodeId={episode.id} last={episode.steps[episode.steps.length - 1] ?? null} /> : null}
@@ -300,7 +327,7 @@ export function EpisodeViewer({ back }: { back: (episode: Episode) => { to: stri
               </li>
             ))}
           </ol>
-          {episode.ended_at !== null ? <ReviewForm episode={episode} onDone={reload} /> : null}
+          {episode.ended_at !== null && reviews ? <ReviewForm episode={episode} onDone={reload} /> : null}
           {episode.reviews.length > 1 ? (
             <section>
               <h3>Earlier reviews</h3>

@@ -1,17 +1,29 @@
-/** One project for its manager or reviewer: board, charts and episodes, and for managers its
- * tasks, the model versions it runs, its dataset exports and the fine-tuning jobs trained on
- * them, as tabs. A tab the user's role in the project cannot use says whom it is for. */
+/** One project for its manager or reviewer: board, charts, episodes and rollout batches, and
+ * for managers its tasks, the model versions it runs, its dataset exports and the fine-tuning
+ * jobs trained on them, as tabs; managers also start and steer rollout batches. A tab the
+ * user's role in the project cannot use says whom it is for. */
 import type { ReactNode } from "react";
 import { NavLink, Navigate, Route, Routes, useParams } from "react-router-dom";
 import type { Project } from "../../api";
 import { ErrorBanner, Loading, NotForYourRole, useApi } from "../../ui";
 import { Exports } from "../engineer/Exports";
 import { FineTuning } from "../engineer/FineTuning";
+import { RolloutBatchPage } from "../engineer/RolloutBatchPage";
+import { Rollouts } from "../engineer/Rollouts";
+import type { RolloutPaths } from "../engineer/rollouts";
 import { ProgressBoard } from "./Board";
 import { ProjectCharts } from "./Charts";
 import { EpisodeList } from "./Episodes";
 import { ProjectModels } from "./ProjectModels";
 import { TaskManager } from "./Tasks";
+
+function rolloutPaths(project: string): RolloutPaths {
+  return {
+    list: () => `/manage/projects/${project}/rollouts`,
+    batch: (id) => `/manage/projects/${project}/rollouts/${id}`,
+    episode: (id) => `/manage/episodes/${id}`,
+  };
+}
 
 export function ProjectPage() {
   const { projectId = "" } = useParams();
@@ -37,6 +49,7 @@ export function ProjectPage() {
           {manages ? <NavLink to="models">Model versions</NavLink> : null}
           {manages ? <NavLink to="exports">Dataset exports</NavLink> : null}
           {manages ? <NavLink to="finetune">Fine-tuning jobs</NavLink> : null}
+          <NavLink to="rollouts">Rollouts</NavLink>
         </nav>
       ) : null}
       <Routes>
@@ -48,6 +61,8 @@ export function ProjectPage() {
         <Route path="models" element={forManagers(<ProjectModels projectId={projectId} manages={manages} />)} />
         <Route path="exports" element={forManagers(<Exports project={projectId} />)} />
         <Route path="finetune" element={forManagers(<FineTuning project={projectId} />)} />
+        <Route path="rollouts" element={forOverseers(<Rollouts project={projectId} paths={rolloutPaths(projectId)} />)} />
+        <Route path="rollouts/:batchId" element={forOverseers(<RolloutBatchPage paths={rolloutPaths(projectId)} />)} />
       </Routes>
     </>
   );

@@ -39,5 +39,6 @@ export const DECISION_LABEL: Record<string, string> = {
   accepted: "Accepted",
   corrected: "Corrected",
   error_kept: "Error kept",
+  auto: "Run as proposed",
   without_proposal: "No valid proposal",
 };

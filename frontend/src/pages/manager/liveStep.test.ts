@@ -34,6 +34,14 @@ describe("an undecided step", () => {
     expect(stepBadge(ended, undecided)).toBe("not decided");
   });
 
+  it("of a running rollout awaits the model, not an annotator", () => {
+    const rollout = { ...running, mode: "autonomous" as const };
+    expect(undecidedNote(rollout, 2)).toBe("The model is answering: this is the open step.");
+    expect(stepBadge(rollout, undecided)).toBe("model answering");
+    expect(stepBadge({ ...ended, mode: "autonomous" as const }, undecided)).toBe("not decided");
+    expect(stepBadge(rollout, { index: 1, decision: "auto" })).toBe("Run as proposed");
+  });
+
   it("leaves decided steps and a running episode's executing step alone", () => {
     expect(stepBadge(running, decided)).toBe("Accepted");
     expect(openStepIndex({ ended_at: null, steps: [decided] })).toBeNull();

@@ -1,12 +1,13 @@
 /**
  * What the manager's pages say of a step nobody has decided. In a running episode the last
- * step is the open one: it awaits the annotator's decision (the model may still be proposing).
- * Only in an ended episode did the episode end there, undecided.
+ * step is the open one: it awaits the annotator's decision (the model may still be proposing),
+ * or in a rollout the model's valid answer. Only in an ended episode did the episode end there,
+ * undecided.
  */
 import { DECISION_LABEL } from "./format";
 import type { Episode, Step } from "./types";
 
-type Steps = Pick<Episode, "ended_at"> & { steps: Pick<Step, "index" | "decision">[] };
+type Steps = Pick<Episode, "ended_at"> & Partial<Pick<Episode, "mode">> & { steps: Pick<Step, "index" | "decision">[] };
 
 /** The index of the step awaiting the annotator's decision, or null (ended, or executing). */
 export function openStepIndex(episode: Steps): number | null {
@@ -17,14 +18,18 @@ export function openStepIndex(episode: Steps): number | null {
 
 /** The note shown in place of the final step of an undecided step. */
 export function undecidedNote(episode: Steps, index: number): string {
-  if (openStepIndex(episode) === index) return "Awaiting the annotator's decision: this is the open step.";
+  if (openStepIndex(episode) === index) {
+    if (episode.mode === "autonomous") return "The model is answering: this is the open step.";
+    return "Awaiting the annotator's decision: this is the open step.";
+  }
   return episode.ended_at !== null ? "Not decided (the episode ended here)." : "Not decided.";
 }
 
 /** The badge of a step in the step list. */
 export function stepBadge(episode: Steps, step: Pick<Step, "index" | "decision">): string {
   if (step.decision) return DECISION_LABEL[step.decision] ?? step.decision;
-  return openStepIndex(episode) === step.index ? "awaiting decision" : "not decided";
+  if (openStepIndex(episode) !== step.index) return "not decided";
+  return episode.mode === "autonomous" ? "model answering" : "awaiting decision";
 }
 
 /** One line on where a running episode is, for the live view. */

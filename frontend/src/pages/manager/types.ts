@@ -1,7 +1,8 @@
 /** The shapes of the API answers the manager, reviewer and engineer pages read. */
 
 export type TaskStatus = "queued" | "assigned" | "in_progress" | "submitted" | "reviewed" | "rejected";
-export type Decision = "accepted" | "corrected" | "error_kept";
+/** "auto": a rollout's step, the model's proposal run as it was. */
+export type Decision = "accepted" | "corrected" | "error_kept" | "auto";
 
 /** What stands between a task and a desktop here (annotation.task_support on the server). */
 export interface TaskSupport {
@@ -148,6 +149,11 @@ export interface Review {
 
 export interface EpisodeSummary {
   id: number;
+  /** "autonomous": a rollout, run by the model alone. */
+  mode: "interactive" | "autonomous";
+  /** The rollout it runs, and that rollout's batch (autonomous episodes only). */
+  rollout: number | null;
+  rollout_batch: number | null;
   task: number;
   task_external_id: string;
   instruction: string;
