@@ -54,6 +54,7 @@ from annotation.episode_leases import EpisodeError as EpisodeError
 from annotation.episode_leases import episode_group as episode_group
 from annotation.episode_leases import heartbeat as heartbeat
 from annotation.models import (
+    PEOPLE_DECISIONS,
     Decision,
     Episode,
     EpisodeMode,
@@ -247,8 +248,9 @@ def decide(
     observation: str | None = None,
 ) -> DecisionReceipt:
     """Commit the annotator's decision for the open step, then queue its execution."""
-    if decision not in Decision.values:
-        raise InvalidDecision(f"unknown decision {decision!r}; one of {', '.join(Decision.values)}")
+    if decision not in PEOPLE_DECISIONS:
+        known = ", ".join(PEOPLE_DECISIONS)
+        raise InvalidDecision(f"unknown decision {decision!r}; one of {known}")
     refuse_without_desktop(episode_id)
     with transaction.atomic():
         episode = (
@@ -258,6 +260,8 @@ def decide(
         )
         if episode.annotator_id != user.pk:
             raise EpisodeError("Only the episode's annotator can decide its steps.")
+        if episode.mode == EpisodeMode.AUTONOMOUS:
+            raise EpisodeError("A rollout's steps run as its model proposes them; nobody decides.")
         if episode.paused_at is not None:  # the annotator is back
             unpause(episode)
         step = episode.steps.filter(index=step_index).select_related("observation").first()

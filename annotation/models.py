@@ -309,6 +309,9 @@ class Decision(models.TextChoices):
     AUTO = "auto"  # a rollout's step: the model's proposal ran as it was, nobody decided
 
 
+PEOPLE_DECISIONS = (Decision.ACCEPTED, Decision.CORRECTED, Decision.ERROR_KEPT)
+
+
 class Step(models.Model):
     """One step of an episode: observation, proposals, the decision and the final action.
 

@@ -39,8 +39,10 @@ from django.db.models.functions import Coalesce, NullIf, Trunc
 from django.utils import timezone
 
 from annotation.models import (
+    PEOPLE_DECISIONS,
     Decision,
     Episode,
+    EpisodeMode,
     EpisodeOutcome,
     EvaluationStatus,
     Project,
@@ -103,7 +105,9 @@ def window(bucket: str, since: datetime | None, until: datetime | None) -> Windo
 
 
 def progress_board(project: Project, limit: int = 50) -> dict[str, Any]:
-    latest_episode = Episode.objects.filter(task=OuterRef("pk")).order_by("-started_at", "-id")
+    latest_episode = Episode.objects.filter(
+        task=OuterRef("pk"), mode=EpisodeMode.INTERACTIVE
+    ).order_by("-started_at", "-id")
     counts = dict(project.tasks.values_list("status").annotate(n=Count("id")).order_by())
     shown: dict[str, list[Task]] = {}
     for status in TaskStatus:
@@ -165,6 +169,7 @@ def throughput(project: Project, span: Window) -> dict[str, Any]:
     submitted = (
         Episode.objects.filter(
             task__project=project,
+            mode=EpisodeMode.INTERACTIVE,
             outcome__in=SUBMITTING_OUTCOMES,
             ended_at__gte=span.start,
             ended_at__lt=span.end,
@@ -204,9 +209,11 @@ def throughput(project: Project, span: Window) -> dict[str, Any]:
 def acceptance(project: Project, span: Window) -> dict[str, Any]:
     best_valid = Proposal.objects.filter(step=OuterRef("pk"), invalid_reason="").order_by("rank")
     # Counted in PostgreSQL, one row per (bucket, decision, version, proposal or not).
+    # People's decisions only: a rollout's steps ran as proposed (its success is its batch's).
     rows = (
         Step.objects.filter(
             episode__task__project=project,
+            episode__mode=EpisodeMode.INTERACTIVE,
             decided_at__gte=span.start,
             decided_at__lt=span.end,
         )
@@ -262,6 +269,7 @@ def _task_success(project: Project, span: Window) -> dict[str, dict[datetime, di
     rows = (
         Episode.objects.filter(
             task__project=project,
+            mode=EpisodeMode.INTERACTIVE,
             ended_at__gte=span.start,
             ended_at__lt=span.end,
             evaluation_status__in=(EvaluationStatus.SCORED, EvaluationStatus.FAILED),
@@ -309,11 +317,11 @@ def _success(counts: dict[str, Any]) -> dict[str, Any]:
 
 
 def _zero() -> dict[str, int]:
-    return {**{d.value: 0 for d in Decision}, "without_proposal": 0}
+    return {**{d.value: 0 for d in PEOPLE_DECISIONS}, "without_proposal": 0}
 
 
 def _rate(counts: dict[str, int]) -> float | None:
-    judged = sum(counts[d.value] for d in Decision)
+    judged = sum(counts[d.value] for d in PEOPLE_DECISIONS)
     return round(counts[Decision.ACCEPTED] / judged, 4) if judged else None
 
 
