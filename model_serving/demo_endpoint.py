@@ -169,10 +169,14 @@ def usage(body: dict[str, Any], texts: list[str]) -> dict[str, Any]:
 
 
 def stream_chunks(
-    texts: list[str], model: str, usage_of_request: dict[str, Any] | None
+    texts: list[str],
+    model: str,
+    usage_of_request: dict[str, Any] | None,
+    piece_chars: int = PIECE_CHARS,
+    finish_reason: str = "stop",
 ) -> Iterator[dict[str, Any]]:
-    """A role delta per choice, the texts in pieces round-robin, a finish per choice, then
-    the usage chunk when it was asked for."""
+    """The stream vLLM sends: a role delta per choice, the texts in pieces round-robin, a
+    finish per choice, then the usage chunk when it was asked for."""
 
     def chunk(choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> dict:
         return {
@@ -185,14 +189,15 @@ def stream_chunks(
         }
 
     for index in range(len(texts)):
-        yield chunk([{"index": index, "delta": {"role": "assistant", "content": ""}}])
+        delta = {"role": "assistant", "content": ""}
+        yield chunk([{"index": index, "delta": delta, "finish_reason": None}])
     longest = max((len(text) for text in texts), default=0)
-    for start in range(0, longest, PIECE_CHARS):
+    for start in range(0, longest, piece_chars):
         for index, text in enumerate(texts):
-            if piece := text[start : start + PIECE_CHARS]:
-                yield chunk([{"index": index, "delta": {"content": piece}}])
+            if piece := text[start : start + piece_chars]:
+                yield chunk([{"index": index, "delta": {"content": piece}, "finish_reason": None}])
     for index in range(len(texts)):
-        yield chunk([{"index": index, "delta": {}, "finish_reason": "stop"}])
+        yield chunk([{"index": index, "delta": {}, "finish_reason": finish_reason}])
     if usage_of_request is not None:
         yield chunk([], usage_of_request)
 
@@ -263,14 +268,21 @@ def handler_for(endpoint: DemoEndpoint) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def completion(texts: list[str], model: str, usage_of_request: dict[str, Any]) -> dict[str, Any]:
+def completion(
+    texts: list[str], model: str, usage_of_request: dict[str, Any], finish_reason: str = "stop"
+) -> dict[str, Any]:
+    """One non-streamed chat completion with a choice per text."""
     return {
         "id": "chatcmpl-demo",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
         "choices": [
-            {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": t},
+                "finish_reason": finish_reason,
+            }
             for i, t in enumerate(texts)
         ],
         "usage": usage_of_request,

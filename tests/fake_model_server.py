@@ -31,8 +31,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
+
+from model_serving.demo_endpoint import DemoEndpoint, completion, stream_chunks
 
 DEFAULT_MODEL = "ui-tars-1.5-7b"
 
@@ -83,7 +84,9 @@ class FakeModelServer:
         # Answers from the request itself (its JSON body), before the script: a proposal asked
         # again for the same step (a newer screen) gets the same answer.
         self.responder: Callable[[Any], Reply | None] | None = None
-        self.adapters: dict[str, str] = {}  # loaded LoRA adapters: name -> path
+        # Models and LoRA adapters as the demo endpoint keeps them (vLLM's rules).
+        self.served = DemoEndpoint(model)
+        self.adapters = self.served.adapters  # loaded LoRA adapters: name -> path
         self.adapter_refusal: tuple[int, str] | None = None
         self.in_flight = 0
         self.max_in_flight = 0  # the most chat requests handled at once
@@ -120,18 +123,7 @@ class FakeModelServer:
         if self.adapter_refusal is not None:
             status, message = self.adapter_refusal
             return status, {"error": {"message": message}}
-        name = body.get("lora_name") if isinstance(body, dict) else None
-        path = body.get("lora_path") if isinstance(body, dict) else None
-        if not name or not path:
-            return 400, {"error": {"message": "lora_name and lora_path are required"}}
-        if not (Path(path) / "adapter_config.json").is_file():
-            return 400, {"error": {"message": f"No adapter found at {path}"}}
-        with self._lock:
-            if name in self.adapters:
-                message = f"The lora adapter '{name}' has already been loaded."
-                return 400, {"error": {"message": message}}
-            self.adapters[name] = path
-        return 200, {"message": f"Success: LoRA adapter '{name}' added successfully."}
+        return self.served.load_adapter(body)
 
     def start(self) -> None:
         self._thread.start()
@@ -181,12 +173,7 @@ def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
             if self.path == "/health":
                 self._send_json(200, {})
             elif self.path == "/v1/models":
-                model = {"id": server.model, "object": "model", "owned_by": "tandem-tests"}
-                adapters = [
-                    {"id": name, "object": "model", "root": path, "parent": server.model}
-                    for name, path in sorted(server.adapters.items())
-                ]
-                self._send_json(200, {"object": "list", "data": [model, *adapters]})
+                self._send_json(200, server.served.models())
             else:
                 self._send_json(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -261,64 +248,21 @@ def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def _pieces(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)]
+def _usage(texts: list[str], reply: Reply) -> dict[str, int]:
+    completion_tokens = sum(-(-len(text) // reply.chunk_chars) for text in texts)  # a piece each
+    return {
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": reply.prompt_tokens + completion_tokens,
+    }
 
 
 def _chunks(
     texts: list[str], model: str, reply: Reply, include_usage: bool
 ) -> Iterator[dict[str, Any]]:
-    """The stream's chunks: a role delta per choice, the text pieces round-robin across the
-    choices, a finish chunk per choice, then the usage chunk."""
-
-    def chunk(choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> dict:
-        return {
-            "id": "chatcmpl-fake",
-            "object": "chat.completion.chunk",
-            "created": int(time.time()),
-            "model": model,
-            "choices": choices,
-            "usage": usage,
-        }
-
-    pieces = [_pieces(text, reply.chunk_chars) for text in texts]
-    for index in range(len(texts)):
-        delta = {"role": "assistant", "content": ""}
-        yield chunk([{"index": index, "delta": delta, "finish_reason": None}])
-    for position in range(max((len(p) for p in pieces), default=0)):
-        for index, choice_pieces in enumerate(pieces):
-            if position < len(choice_pieces):
-                delta = {"content": choice_pieces[position]}
-                yield chunk([{"index": index, "delta": delta, "finish_reason": None}])
-    for index in range(len(texts)):
-        yield chunk([{"index": index, "delta": {}, "finish_reason": reply.finish_reason}])
-    if include_usage:
-        yield chunk([], _usage(pieces, reply))
-
-
-def _usage(pieces: list[list[str]], reply: Reply) -> dict[str, int]:
-    completion = sum(len(p) for p in pieces)  # one token a piece
-    return {
-        "prompt_tokens": reply.prompt_tokens,
-        "completion_tokens": completion,
-        "total_tokens": reply.prompt_tokens + completion,
-    }
+    usage = _usage(texts, reply) if include_usage else None
+    return stream_chunks(texts, model, usage, reply.chunk_chars, reply.finish_reason)
 
 
 def _completion(texts: list[str], model: str, reply: Reply) -> dict[str, Any]:
-    pieces = [_pieces(text, reply.chunk_chars) for text in texts]
-    return {
-        "id": "chatcmpl-fake",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": index,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": reply.finish_reason,
-            }
-            for index, text in enumerate(texts)
-        ],
-        "usage": _usage(pieces, reply),
-    }
+    return completion(texts, model, _usage(texts, reply), reply.finish_reason)

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from celery import Celery
 from django.core.management import call_command
 from django.test import Client
 from playwright.sync_api import Page, expect
@@ -31,6 +30,7 @@ from model_serving.demo_endpoint import DEMO_LABEL
 from model_serving.evaluation import is_held_out
 from model_serving.models import EvaluationRun, FineTuneJob, ModelVersion
 from tests.e2e.browser import accessibility_problems, chromium, sign_in
+from tests.e2e.test_model_pages import worker as model_pages_worker
 from tests.e2e.workspace import eventually
 from tests.live import CSRF, Socket, asgi, service_env, websockify, worker
 from tests.services import BIN, free_port, running
@@ -66,13 +66,7 @@ def demo_endpoint(bind: str, env: dict[str, str]):
 
 
 def queue_worker(name: str, queues: str, pool: str, env: dict[str, str]):
-    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", queues, "-n", name]
-    command += ["--pool", pool, "--without-gossip", "--without-mingle", "-l", "INFO"]
-
-    def ready() -> bool:
-        return bool(Celery(broker=REDIS, set_as_current=False).control.ping([name], timeout=0.5))
-
-    return running(command, env, ready, 90)
+    return model_pages_worker(name, queues, pool, env, broker=REDIS)
 
 
 def record_episode(server: str, username: str, project: Project) -> int:

@@ -52,12 +52,12 @@ def percent(rate: float | None) -> str:
     return "—" if rate is None else f"{math.floor(rate * 100 + 0.5)}%"
 
 
-def worker(name: str, queues: str, pool: str, env: dict[str, str]):
+def worker(name: str, queues: str, pool: str, env: dict[str, str], broker: str = BROKER):
     command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", queues, "-n", name]
     command += ["--pool", pool, "--without-gossip", "--without-mingle", "-l", "INFO"]
 
     def ready() -> bool:
-        return bool(Celery(broker=BROKER, set_as_current=False).control.ping([name], timeout=0.5))
+        return bool(Celery(broker=broker, set_as_current=False).control.ping([name], timeout=0.5))
 
     return running(command, env, ready, 90)
 
