@@ -70,6 +70,12 @@ def project_named_in(body: Any, user: User, capability: Capability) -> Project:
         pk = serializers.IntegerField().run_validation(named)
     except ValidationError as error:
         raise ValidationError({"project": error.detail}) from error
+    return project_by_id(user, pk, capability)
+
+
+def project_by_id(user: User, pk: int, capability: Capability) -> Project:
+    """The project ``pk``, authorised: "not found" to non-members (whether or not it exists),
+    "permission denied" to members without ``capability``."""
     project = visible_projects(user).filter(pk=pk).first()
     if project is None:
         raise Http404("No such project.")

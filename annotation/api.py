@@ -21,10 +21,21 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
-from annotation import access, episode_leases, episodes, importer, model_versions, queue, reviews
+from annotation import (
+    access,
+    branches,
+    episode_leases,
+    episodes,
+    importer,
+    model_versions,
+    queue,
+    reviews,
+)
 from annotation.models import Episode, Membership, Project, Step, Task
 from annotation.serializers import (
     AssignSerializer,
+    BranchRequestSerializer,
+    BranchTaskSerializer,
     ClaimRequestSerializer,
     ClaimSerializer,
     EpisodeDetailSerializer,
@@ -386,6 +397,25 @@ class EpisodeViewSet(viewsets.ReadOnlyModelViewSet):
         )
         code = status.HTTP_200_OK if receipt.duplicate else status.HTTP_201_CREATED
         return Response(ReviewSerializer(receipt.review).data, status=code)
+
+    @extend_schema(request=BranchRequestSerializer, responses={201: BranchTaskSerializer})
+    @action(detail=True, methods=["post"])
+    def branch(self, request: Request, pk: str) -> Response:
+        """Mark a rollout's first wrong step and send it to annotators from there: the rollout is
+        rejected with that step, and a branch task replays the steps before it (answered again,
+        200, when that step was sent already; see ``annotation.branches``)."""
+        episode = self.get_object()
+        access.require(request.user, episode.task.project, Capability.REVIEW)
+        body = BranchRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        task, created = branches.send_to_annotators(
+            episode,
+            request.user,
+            body.validated_data["step"],
+            body.validated_data.get("comment", ""),
+        )
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        return Response(BranchTaskSerializer(task).data, status=code)
 
 
 class ScreenshotView(APIView):

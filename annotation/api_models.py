@@ -28,7 +28,6 @@ who may view its episodes or read its datasets. Tokens need ``models:read`` / ``
 """
 
 from dataclasses import asdict
-from datetime import timedelta
 from functools import reduce
 from operator import or_
 from typing import Any
@@ -37,7 +36,6 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
-from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -46,7 +44,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import access, model_versions, stats
+from annotation import access, model_versions
 from annotation.models import Project
 from backend.accounts.models import User
 from backend.accounts.roles import Capability
@@ -57,7 +55,6 @@ from model_serving.models import EvaluationRun, FineTuneJob, ModelVersion
 from model_serving.training.spec import Hyperparameters, LoraSettings
 from model_serving.versions import is_adapter_name
 
-ACCEPTANCE_DAYS = 365
 # An OpenAI-compatible base URL; service names without a dot (http://vllm:8000/v1) included.
 ENDPOINT = r"^https?://[^\s/]+(/\S*)?$"
 
@@ -441,7 +438,7 @@ class ProjectModelVersionsView(APIView):
 
     @extend_schema(responses={200: dict})
     def get(self, request: Request, pk: int) -> Response:
-        return Response(overview(self._project(request, pk)))
+        return Response(model_versions.overview(self._project(request, pk)))
 
     @extend_schema(request=ProjectVersionsSerializer, responses={200: dict})
     def put(self, request: Request, pk: int) -> Response:
@@ -456,52 +453,4 @@ class ProjectModelVersionsView(APIView):
             given.get("version_b"),
             given["version_b_share"],
         )
-        return Response(overview(project))
-
-
-def overview(project: Project) -> dict[str, Any]:
-    """A project's versions and, per version that proposed or was evaluated there, live and
-    offline figures."""
-    now = timezone.now()
-    live = stats.acceptance(
-        project, stats.window("day", now - timedelta(days=ACCEPTANCE_DAYS), now)
-    )
-    rates = {row["model_version"]: row["total"] for row in live["versions"]}
-    names = set(rates)
-    for version in (project.model_version, project.version_b):
-        if version is not None:
-            names.add(version.name)
-    latest: dict[str, EvaluationRun] = {}
-    for run in (
-        EvaluationRun.objects.filter(project_id=project.pk, status="succeeded")
-        .select_related("model_version")
-        .order_by("-created_at", "-pk")
-    ):
-        latest.setdefault(run.model_version.name, run)
-    names |= set(latest)
-    rows = []
-    for name in sorted(names):
-        found = latest.get(name)
-        rows.append(
-            {
-                "model_version": name,
-                "live": rates.get(name),
-                "offline": None
-                if found is None
-                else {
-                    "evaluation": found.pk,
-                    "step_success_rate": found.success_rate,
-                    "steps": found.total,
-                    "invalid": found.invalid,
-                    "finished_at": found.finished_at,
-                },
-            }
-        )
-    return {
-        "project": project.pk,
-        "model_version": project.model_version.name if project.model_version else None,
-        "version_b": project.version_b.name if project.version_b else None,
-        "version_b_share": project.version_b_share,
-        "acceptance_window_days": ACCEPTANCE_DAYS,
-        "versions": rows,
-    }
+        return Response(model_versions.overview(project))

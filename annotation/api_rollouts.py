@@ -46,8 +46,8 @@ def readable_projects(user: User) -> QuerySet[Project]:
 
 
 def runnable_tasks(project: Project) -> QuerySet[Task]:
-    """The tasks a batch of the project may run: those that can run here."""
-    return Task.objects.filter(project=project, cannot_run="").order_by("id")
+    """The tasks a batch of the project may run: those that can run here, branches aside."""
+    return Task.objects.filter(project=project, cannot_run="", branch_of=None).order_by("id")
 
 
 # What each sampling setting may be: (lowest, highest, whole numbers only).
@@ -248,7 +248,9 @@ class RolloutBatchViewSet(
             request.query_params, request.user, Capability.RUN_ROLLOUTS
         )
         runnable = runnable_tasks(project)
-        blocked = Task.objects.filter(project=project).exclude(cannot_run="").count()
+        blocked = (
+            Task.objects.filter(project=project, branch_of=None).exclude(cannot_run="").count()
+        )
         return Response(RunnableTasksSerializer({"runnable": runnable, "cannot_run": blocked}).data)
 
     def _steer(self, request: Request, to: str) -> Response:

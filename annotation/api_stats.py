@@ -1,16 +1,16 @@
 """What managers and reviewers watch: the progress board, throughput and acceptance charts
-(figures defined in ``annotation.stats``), and the review queue. Thin views: check
-permission, validate, call one function, return."""
+(figures defined in ``annotation.stats``), the review queue, and for managers and engineers
+the flywheel chart (``annotation.flywheel``). Thin views: check permission, validate, call one
+function, return."""
 
 from django.db.models import Count, Exists, OuterRef, QuerySet
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import access, stats
+from annotation import access, flywheel, stats
 from annotation.models import Episode, Project, Review, TaskStatus
 from annotation.serializers import EpisodeSerializer
 from backend.accounts.roles import Capability
@@ -28,9 +28,7 @@ class SeriesQuerySerializer(serializers.Serializer):
 
 def overseen_project(request: Request, pk: int) -> Project:
     """The project, if the caller may view its episodes (404 to non-members, 403 to others)."""
-    project = get_object_or_404(access.visible_projects(request.user).distinct(), pk=pk)
-    access.require(request.user, project, Capability.VIEW_EPISODES)
-    return project
+    return access.project_by_id(request.user, pk, Capability.VIEW_EPISODES)
 
 
 class ProgressBoardView(APIView):
@@ -70,6 +68,18 @@ class AcceptanceView(SeriesView):
         version per hour or day, and beside them the evaluator's task success."""
         project = overseen_project(request, pk)
         return Response(stats.acceptance(project, self.span(request)))
+
+
+class FlywheelView(APIView):
+    token_resource = "models"
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, pk: int) -> Response:
+        """Per model version of the project, oldest first: its rollouts' success rate, its live
+        acceptance rate, its latest offline step success rate and the dataset exports it was
+        trained on; and the project's datasets now. For those who read its datasets."""
+        project = access.project_by_id(request.user, pk, Capability.READ_DATASETS)
+        return Response(flywheel.flywheel(project))
 
 
 class ReviewQueueView(generics.ListAPIView):

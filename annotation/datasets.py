@@ -42,7 +42,10 @@ Rules, exactly:
   autonomous rollouts (``source=rollout``), never both. A rollout is data only once its
   validation decided (``annotation.validation``): V = 1 makes every step an SFT sample (kind
   ``rollout``, rejection sampling; a reviewer's first wrong step keeps the prefix before it),
-  V = 0 makes the trajectory a CT sample; a rollout gives no pairs by itself.
+  V = 0 makes the trajectory a CT sample; a rollout gives no pairs by itself. A rollout whose
+  reviewer named its first wrong step gives the steps before it as SFT samples whatever V is
+  (the valid prefix); the pairs come from the branch task people work from that step
+  (``annotation.branches``), whose replayed steps (``auto``) are history there, never targets.
 
 Order is deterministic: episodes by id, then steps by index. Records stream: episodes are read
 with ``QuerySet.iterator(chunk_size=…)``; their decided steps, revisions and proposals are read
@@ -238,7 +241,9 @@ def iter_samples(
                     continue
                 records: Iterable[Sample] = [_ct_sample(episode, finals[episode.id])]
             else:
-                records = _step_records(episode, finals[episode.id], kind, include_accepted, tally)
+                records = _step_records(
+                    episode, finals[episode.id], kind, include_accepted, filters.source, tally
+                )
             for record in records:
                 tally.yielded[type(record).__name__] += 1
                 yield record
@@ -274,7 +279,11 @@ def _episodes(filters: Filters, kind: str) -> QuerySet[Episode]:
     if filters.source == "rollout":
         episodes = episodes.filter(mode=EpisodeMode.AUTONOMOUS)
         if kind == DatasetExport.Kind.SFT:
-            episodes = episodes.filter(rollout__verdict=True)
+            # V = 1, or a reviewer named the first wrong step: the steps before it are valid.
+            prefix = Q(
+                review_verdict=Review.Verdict.REJECTED, review_first_wrong_step__isnull=False
+            )
+            episodes = episodes.filter(Q(rollout__verdict=True) | prefix)
         elif kind == DatasetExport.Kind.CT:
             episodes = episodes.filter(rollout__verdict=False)
         else:  # a rollout's pairs come from the branch tasks people work, not from itself
@@ -440,7 +449,12 @@ def _usable_steps(episode: _EpisodeRow, finals: list[_Final], tally: Tally) -> i
 
 
 def _step_records(
-    episode: _EpisodeRow, finals: list[_Final], kind: str, include_accepted: bool, tally: Tally
+    episode: _EpisodeRow,
+    finals: list[_Final],
+    kind: str,
+    include_accepted: bool,
+    source: Source,
+    tally: Tally,
 ) -> Iterator[Sample]:
     usable = _usable_steps(episode, finals, tally)
     turns = [f.turn for f in finals]
@@ -454,7 +468,7 @@ def _step_records(
                 tally.skipped[REFLECTION_IS_ERROR_KEPT] += 1
             continue
         if kind == DatasetExport.Kind.SFT:
-            sft_kind = _sft_kind(decision, after_error, include_accepted)
+            sft_kind = _sft_kind(decision, after_error, include_accepted, source)
             if sft_kind is not None:
                 context = _context(episode, turns, at)
                 step_index = final.turn.step_index
@@ -465,9 +479,13 @@ def _step_records(
                 yield pair
 
 
-def _sft_kind(decision: str, after_error: bool, include_accepted: bool) -> SftKind | None:
-    if decision == Decision.AUTO:  # a validated rollout's step: rejection-sampling data
-        return "rollout"
+def _sft_kind(
+    decision: str, after_error: bool, include_accepted: bool, source: Source
+) -> SftKind | None:
+    if decision == Decision.AUTO:
+        # A validated rollout's step is rejection-sampling data; a branch's replayed step is
+        # history for the people's steps after it (the rollout itself gives it as data).
+        return "rollout" if source == "rollout" else None
     if after_error:
         return "reflection"
     if decision == Decision.CORRECTED:

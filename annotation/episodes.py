@@ -39,7 +39,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from annotation import decision_rules, model_versions, observations, queue
+from annotation import branches, decision_rules, model_versions, observations, queue
 from annotation.episode_leases import (
     DESKTOP_LOST,
     desktop_lease_seconds,
@@ -152,6 +152,9 @@ def prepare_episode(episode_id: int) -> None:
         return
     if setup_log:
         Episode.objects.filter(pk=episode.pk).update(setup_log=setup_log)
+    if episode.task.branch_of_id is not None:
+        branches.replay(episode, control, observation)  # a rollout's steps, up to its wrong one
+        return
     observations.store(episode.pk, 1, observation, control)
 
 
@@ -476,4 +479,5 @@ def episode_state(episode: Episode) -> dict[str, Any]:
         "paused": episode.paused_at is not None,
         "outcome": episode.outcome or None,
         "desktop": desktop,
+        "branch": branches.state(episode),
     }

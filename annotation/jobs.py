@@ -17,6 +17,7 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 
 from annotation import (
+    branches,
     episode_leases,
     episodes,
     evaluations,
@@ -126,6 +127,8 @@ def propose_step(step_id: int) -> None:
         "episode__task__project", "episode__served_version", "observation"
     ).get(pk=step_id)
     if step.episode.ended_at is not None or step.proposals.filter(superseded=False).exists():
+        return
+    if branches.offer_recorded(step):  # the rollout's own next step, after its kept error
         return
     group = episodes.episode_group(step.episode_id)
     pending: dict[int, str] = {}

@@ -18,17 +18,21 @@ and offline evaluation on the project's held-out steps.
   as wrong (from its first wrong step on; all of them when it names none). The request for each
   is built by ``annotation.jobs.proposal_request``, the live loop's own, so the evaluation
   prompt is the live prompt.
+- **A project's versions side by side** (``overview``): A, B and B's share, and for every
+  version that proposed there or was evaluated there its live acceptance (``annotation.stats``
+  over the last ``ACCEPTANCE_DAYS`` days) next to its latest succeeded offline evaluation.
 """
 
 import asyncio
 import logging
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
 from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
-from annotation import access
+from annotation import access, stats
 from annotation.models import DatasetExport, Decision, Episode, Project, Review, Step
 from backend.accounts.models import User
 from backend.accounts.roles import Capability
@@ -44,6 +48,7 @@ from vm_pool.actions import Action
 
 logger = logging.getLogger(__name__)
 
+ACCEPTANCE_DAYS = 365
 EVALUATION_JOB = "annotation.jobs.evaluate_model_version"
 EVALUATION_QUEUE = "exports"
 MAX_EVALUATION_STEPS = 2000
@@ -170,9 +175,15 @@ def set_endpoint(version: ModelVersion, base_url: str) -> ModelVersion:
 
 
 def assign_version(episode: Episode, project: Project) -> None:
-    """Fix the version that proposes for a new episode, and record its name on it."""
-    version = choose_version(
-        episode.pk, project.model_version, project.version_b, project.version_b_share
+    """Fix the version that proposes for a new episode, and record its name on it. A branch
+    task's episode goes on with the rollout's version: its proposals are that version's."""
+    source = episode.task.branch_of
+    version = (
+        source.served_version
+        if source is not None
+        else choose_version(
+            episode.pk, project.model_version, project.version_b, project.version_b_share
+        )
     )
     if version is None:
         return
@@ -321,3 +332,54 @@ def run_evaluation(run_id: int) -> str:
         finished_at=timezone.now(),
     )
     return JobStatus.SUCCEEDED
+
+
+# --- a project's versions side by side -----------------------------------------------------
+
+
+def overview(project: Project) -> dict[str, Any]:
+    """A project's versions and, per version that proposed or was evaluated there, live and
+    offline figures."""
+    now = timezone.now()
+    live = stats.acceptance(
+        project, stats.window("day", now - timedelta(days=ACCEPTANCE_DAYS), now)
+    )
+    rates = {row["model_version"]: row["total"] for row in live["versions"]}
+    names = set(rates)
+    for version in (project.model_version, project.version_b):
+        if version is not None:
+            names.add(version.name)
+    latest: dict[str, EvaluationRun] = {}
+    for run in (
+        EvaluationRun.objects.filter(project_id=project.pk, status=JobStatus.SUCCEEDED)
+        .select_related("model_version")
+        .order_by("-created_at", "-pk")
+    ):
+        latest.setdefault(run.model_version.name, run)
+    names |= set(latest)
+    rows = []
+    for name in sorted(names):
+        found = latest.get(name)
+        rows.append(
+            {
+                "model_version": name,
+                "live": rates.get(name),
+                "offline": None
+                if found is None
+                else {
+                    "evaluation": found.pk,
+                    "step_success_rate": found.success_rate,
+                    "steps": found.total,
+                    "invalid": found.invalid,
+                    "finished_at": found.finished_at,
+                },
+            }
+        )
+    return {
+        "project": project.pk,
+        "model_version": project.model_version.name if project.model_version else None,
+        "version_b": project.version_b.name if project.version_b else None,
+        "version_b_share": project.version_b_share,
+        "acceptance_window_days": ACCEPTANCE_DAYS,
+        "versions": rows,
+    }

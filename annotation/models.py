@@ -117,6 +117,12 @@ class Task(models.Model):
     source = models.JSONField(default=dict, blank=True, help_text="The row as it was imported.")
     max_steps = models.PositiveIntegerField(default=30)
     priority = models.IntegerField(default=0, help_text="Higher is claimed first.")
+    # A branch task (``annotation.branches``): a rollout's trajectory handed to people from its
+    # first wrong step. Its desktop replays the rollout's steps before ``branch_step``.
+    branch_of = models.ForeignKey(
+        "Episode", null=True, blank=True, on_delete=models.PROTECT, related_name="branches"
+    )
+    branch_step = models.PositiveIntegerField(null=True, blank=True)
     status = models.CharField(
         max_length=16, choices=TaskStatus.choices, default=TaskStatus.QUEUED, db_index=True
     )
@@ -152,6 +158,14 @@ class Task(models.Model):
             models.CheckConstraint(
                 condition=~Q(status="assigned") | Q(assignee__isnull=False),
                 name="task_assigned_has_assignee",
+            ),
+            models.CheckConstraint(
+                condition=Q(branch_of__isnull=True, branch_step__isnull=True)
+                | Q(branch_of__isnull=False, branch_step__gte=1),
+                name="task_branch_names_its_step",
+            ),
+            models.UniqueConstraint(
+                fields=["branch_of", "branch_step"], name="one_branch_per_rollout_step"
             ),
         ]
         indexes = [
@@ -195,6 +209,7 @@ class TaskEvent(models.Model):
         RESUMED = "resumed"
         SUBMITTED = "submitted"
         REVIEWED = "reviewed"
+        BRANCHED = "branched"  # made from a rollout's first wrong step
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -281,6 +296,9 @@ class Episode(models.Model):
     # What the task's setup went on after, as OSWorld does: a command's non-zero exit, a window
     # that was not there. Shown with the episode, so that a reviewer knows how it started.
     setup_log = models.JSONField(default=list, blank=True)
+    # A branch task's replay of the rollout's steps (``annotation.branches``): the rollout, the
+    # step handed over, the tolerance and each replayed step's screen difference.
+    replay = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-started_at"]

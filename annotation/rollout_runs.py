@@ -130,7 +130,7 @@ class Run:
             connection.close()  # not held while the desktop acts and settles
             try:
                 control.execute(action)
-                after = self.observe_after(control)
+                after = settled_quietly(control)
             except (pool.DesktopError, InvalidAction) as error:
                 return self.end(EpisodeOutcome.ENV_FAILED, "env_failed", f"step {index}: {error}")
             if not owns_desktop(episode):
@@ -199,22 +199,6 @@ class Run:
         )
         return Action.from_json(chosen.action)
 
-    def observe_after(self, control: Any) -> Observation:
-        """The settled screen after an action, once it stayed the same for a quiet period too:
-        a program that reacts late (a dialog opening 300 ms after its key) would otherwise
-        change the screen after the model was shown it. A person deciding gives the live loop
-        that time; a rollout waits for it, at most ``QUIET_LIMIT_S`` in all."""
-        observation = control.observe(settle=True)
-        quiet = settings.TANDEM_ROLLOUT_QUIET_MS / 1000
-        deadline = time.monotonic() + QUIET_LIMIT_S
-        while quiet > 0 and time.monotonic() < deadline:
-            time.sleep(quiet)
-            again = control.observe(settle=True)
-            if rollout_rules.same_screen(observation.png, again.png):
-                return observation
-            observation = again
-        return observation
-
     def see(self, observation: Observation) -> str:
         """The identity of the screen now, for the rules."""
         identity, png = self.screen
@@ -246,6 +230,24 @@ class Run:
         if ours and status == RolloutStatus.ENDED:
             send_after_commit(VALIDATE_JOB, [self.rollout.pk], DISPATCH_QUEUE)
         return str(stop)
+
+
+def settled_quietly(control: Any) -> Observation:
+    """The settled screen after an action, once it stayed the same for a quiet period too:
+    a program that reacts late (a dialog opening 300 ms after its key) would otherwise
+    change the screen after the model was shown it. A person deciding gives the live loop
+    that time; a run without one (a rollout, a branch's replay) waits for it, at most
+    ``QUIET_LIMIT_S`` in all."""
+    observation = control.observe(settle=True)
+    quiet = settings.TANDEM_ROLLOUT_QUIET_MS / 1000
+    deadline = time.monotonic() + QUIET_LIMIT_S
+    while quiet > 0 and time.monotonic() < deadline:
+        time.sleep(quiet)
+        again = control.observe(settle=True)
+        if rollout_rules.same_screen(observation.png, again.png):
+            return observation
+        observation = again
+    return observation
 
 
 class Heartbeat:

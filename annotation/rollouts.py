@@ -119,6 +119,11 @@ def create_batch(project: Project, user: User, request: BatchRequest) -> Rollout
     foreign = [t.pk for t in request.tasks if t.project_id != project.pk]
     if foreign:
         raise RolloutRejected(f"tasks {foreign} are not this project's")
+    branches = [t.external_id for t in request.tasks if t.branch_of_id is not None]
+    if branches:
+        raise RolloutRejected(
+            f"branch tasks are for people, not rollouts: {', '.join(branches[:5])}"
+        )
     blocked = [t.external_id for t in request.tasks if t.cannot_run]
     if blocked:
         raise RolloutRejected(f"tasks that cannot run here: {', '.join(blocked)}")

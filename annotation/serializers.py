@@ -181,6 +181,8 @@ class TaskSerializer(serializers.ModelSerializer):
             "claimed_at",
             "claim_reason",
             "cannot_run",
+            "branch_of",
+            "branch_step",
             "files_missing",
             "created_at",
             "updated_at",
@@ -416,10 +418,44 @@ class EpisodeSerializer(serializers.ModelSerializer):
         return project_id in overseen
 
 
+class BranchTaskSerializer(serializers.ModelSerializer):
+    """A branch task made from a rollout's step, as the rollout's viewer lists it."""
+
+    assignee = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    episodes = serializers.SerializerMethodField(help_text="Its episodes, newest first.")
+
+    class Meta:
+        model = Task
+        fields = ["id", "external_id", "branch_step", "status", "assignee", "cannot_run",
+                  "episodes"]  # fmt: skip
+        read_only_fields = fields
+
+    def get_episodes(self, task: Task) -> list[dict[str, Any]]:
+        return [
+            {"id": e.pk, "outcome": e.outcome, "annotator": e.annotator.username}
+            for e in task.episodes.select_related("annotator").order_by("-started_at")
+        ]
+
+
+class BranchRequestSerializer(serializers.Serializer):
+    step = serializers.IntegerField(min_value=1, help_text="The rollout's first wrong step.")
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+
 class EpisodeDetailSerializer(EpisodeSerializer):
     task_status = serializers.CharField(source="task.status", read_only=True)
     steps = StepSerializer(many=True, read_only=True)
     reviews = ReviewSerializer(many=True, read_only=True)
+    branch_of = serializers.IntegerField(
+        source="task.branch_of_id", read_only=True, allow_null=True,
+        help_text="For a branch task's episode: the rollout episode it goes on from.",
+    )  # fmt: skip
+    branch_step = serializers.IntegerField(
+        source="task.branch_step", read_only=True, allow_null=True
+    )
+    branches = BranchTaskSerializer(
+        many=True, read_only=True, help_text="For a rollout: the branch tasks made from it."
+    )
 
     class Meta(EpisodeSerializer.Meta):
         fields = [
@@ -429,4 +465,8 @@ class EpisodeDetailSerializer(EpisodeSerializer):
             "reviews",
             "evaluation",
             "setup_log",
+            "branch_of",
+            "branch_step",
+            "replay",
+            "branches",
         ]

@@ -214,6 +214,7 @@ def acceptance(project: Project, span: Window) -> dict[str, Any]:
         Step.objects.filter(
             episode__task__project=project,
             episode__mode=EpisodeMode.INTERACTIVE,
+            decision__in=PEOPLE_DECISIONS,  # a branch's replayed steps are nobody's decision
             decided_at__gte=span.start,
             decided_at__lt=span.end,
         )

@@ -29,7 +29,6 @@ Project settings (``Project.validation_settings``)::
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from django.core.files.storage import default_storage
 from django.utils import timezone
 
 from annotation import rollout_rules
@@ -40,6 +39,7 @@ from model_serving import judge
 from model_serving.uitars import action_text
 from vm_pool.actions import Action, ScreenSize
 from vm_pool.models import Screenshot
+from vm_pool.screenshots import screenshot_png
 
 DEFAULT_MIN_TASK_SUCCESS = 1.0
 DEFAULT_JUDGE_THRESHOLD = 0.5
@@ -207,12 +207,6 @@ def _judge_request(rollout: Rollout, episode: Episode) -> judge.JudgeRequest:
         .order_by("index")
     )
 
-    def png(screenshot: Screenshot) -> bytes:
-        name = screenshot.file.name
-        assert name is not None
-        with default_storage.open(name, "rb") as f:
-            return bytes(f.read())
-
     # The screen after the last action, as the rules saw it.
     last_seen = rollout.records[-1].get("screen_after") if rollout.records else None
     final = Screenshot.objects.filter(pk=last_seen).first() if last_seen else None
@@ -223,8 +217,10 @@ def _judge_request(rollout: Rollout, episode: Episode) -> judge.JudgeRequest:
 
     return judge.JudgeRequest(
         instruction=rollout.task.instruction,
-        steps=tuple(judge.JudgeStep(s.final_thought, text(s), png(s.observation)) for s in steps),
-        final_screenshot=png(final) if final is not None else None,
+        steps=tuple(
+            judge.JudgeStep(s.final_thought, text(s), screenshot_png(s.observation)) for s in steps
+        ),
+        final_screenshot=screenshot_png(final) if final is not None else None,
         outcome=episode.outcome,
         stop_reason=rollout.stop_reason,
     )

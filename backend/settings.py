@@ -358,6 +358,9 @@ TANDEM_TRAIN_QUEUE = env("TANDEM_TRAIN_QUEUE", "train")  # tests run workers on 
 TANDEM_ROLLOUT_STALE_SECONDS = env_int("TANDEM_ROLLOUT_STALE_SECONDS", 60)
 # After an action's screen settles, a rollout watches it this much longer for late reactions.
 TANDEM_ROLLOUT_QUIET_MS = env_int("TANDEM_ROLLOUT_QUIET_MS", 300)
+# A branch task's replay of a rollout (annotation/branches.py) must show each recorded screen
+# but for this share of its pixels (a blinking caret is about 0.01% of 1280x800).
+TANDEM_BRANCH_REPLAY_TOLERANCE = float(env("TANDEM_BRANCH_REPLAY_TOLERANCE", "0.002"))
 # A fine-tuning attempt silent this long (no step, no log line) is taken over by a new one.
 TANDEM_FINETUNE_STALE_SECONDS = env_int("TANDEM_FINETUNE_STALE_SECONDS", 900)
 # Streamed proposal text is forwarded to the browser at most this often.

@@ -25,6 +25,7 @@ from annotation.api_models import (
 from annotation.api_rollouts import RolloutBatchViewSet, RolloutViewSet, ValidationSettingsView
 from annotation.api_stats import (
     AcceptanceView,
+    FlywheelView,
     ProgressBoardView,
     ReviewQueueView,
     ThroughputView,
@@ -79,6 +80,7 @@ urlpatterns = [
         ProjectModelVersionsView.as_view(),
         name="project-model-versions",
     ),
+    path("api/projects/<int:pk>/flywheel/", FlywheelView.as_view(), name="project-flywheel"),
     path("api/review-queue/", ReviewQueueView.as_view(), name="review-queue"),
     path(
         "api/projects/<int:pk>/validation/",

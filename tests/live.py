@@ -4,6 +4,7 @@ an episode. Each process uses the test database, its own Redis database for chan
 its own Celery broker, so no other worker takes the test's jobs."""
 
 import json
+from pathlib import Path
 
 from celery import Celery
 from django.conf import settings
@@ -36,9 +37,18 @@ def service_env(host: str, broker: str = BROKER, channels: str = CHANNELS) -> di
     )
 
 
-def worker(host: str, broker: str = BROKER, channels: str = CHANNELS, **extra: str):
+def worker(
+    host: str,
+    broker: str = BROKER,
+    channels: str = CHANNELS,
+    queues: str = "",
+    beat: Path | None = None,
+    **extra: str,
+):
+    """The host's worker of the live loop; ``queues`` adds more (``default``: rollout batches),
+    and ``beat`` (its schedule file) runs Celery beat in it (which dispatches batches)."""
     name = f"{host}@loop"
-    queues = f"{host_queue(host)},model"
+    queues = ",".join(q for q in (host_queue(host), "model", queues) if q)
     command = [
         str(BIN / "celery"),
         "-A",
@@ -52,6 +62,8 @@ def worker(host: str, broker: str = BROKER, channels: str = CHANNELS, **extra: s
         "INFO",
     ]
     command += ["--pool", "threads", "-c", "4", "--without-gossip", "--without-mingle"]
+    if beat is not None:
+        command += ["-B", "-s", str(beat)]
 
     def ready() -> bool:
         return bool(Celery(broker=broker, set_as_current=False).control.ping([name], timeout=0.5))

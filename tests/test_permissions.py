@@ -177,6 +177,14 @@ ENDPOINTS = [
         {"anonymous": 401, "outsider": 404, "manager": 200, "reviewer": 200, "admin": 200},
         403,
     ),
+    (
+        "flywheel chart",
+        "get",
+        "/api/projects/{p}/flywheel/",
+        None,
+        {"anonymous": 401, "outsider": 404, "manager": 200, "engineer": 200, "admin": 200},
+        403,
+    ),
     ("review queue", "get", "/api/review-queue/", None, {"anonymous": 401}, 200),
     (
         "model health",

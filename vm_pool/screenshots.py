@@ -35,6 +35,14 @@ def screenshot_path(sha256: str) -> str:
     return f"screenshots/{sha256[:2]}/{sha256[2:4]}/{sha256}.png"
 
 
+def screenshot_png(screenshot: Screenshot) -> bytes:
+    """A stored screenshot's PNG bytes."""
+    name = screenshot.file.name
+    assert name is not None
+    with default_storage.open(name, "rb") as f:
+        return bytes(f.read())
+
+
 def store_screenshot(data: bytes) -> Screenshot:
     """Store PNG bytes once and return their row."""
     width, height = png_size(data)

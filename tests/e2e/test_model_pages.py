@@ -23,7 +23,7 @@ import pytest
 from celery import Celery
 from playwright.sync_api import Page, expect
 
-from annotation.api_models import overview
+from annotation.model_versions import overview
 from annotation.models import Project
 from backend.accounts.roles import Role
 from model_serving.demo_model import save_demo_base

@@ -129,6 +129,8 @@ def live_workspace(
     script: list[Reply],
     desktops: int = 1,
     provider: str = "local",
+    queues: str = "",
+    beat: Path | None = None,
 ) -> Iterator[Live]:
     """Ready desktops of ``provider``, the model scripted with ``script``, websockify, a worker,
     the web server and a browser page with the annotator signed in on the sign-in page."""
@@ -158,7 +160,7 @@ def live_workspace(
             model_settings={"base_url": model.base_url, "model": MODEL, "retries": 0},
         )
         services.enter_context(websockify(stream_port))
-        services.enter_context(worker(host, BROKER, CHANNELS))
+        services.enter_context(worker(host, BROKER, CHANNELS, queues, beat))
 
         def web_server():
             return services.enter_context(

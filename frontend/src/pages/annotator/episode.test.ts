@@ -129,3 +129,15 @@ describe("a pending decision after a reconnect", () => {
     expect(backoff(50)).toBe(8000);
   });
 });
+
+describe("a branch task's replay", () => {
+  it("is kept from the state and replaced when the server says how the replay went", () => {
+    const branch = { episode: 4, step: 2, replay: {} };
+    const connected = reduce(EMPTY, { event: "state", payload: { ...state(), branch } });
+    expect(connected.branch).toEqual(branch);
+    const replay = { tolerance: 0.002, steps: [{ step: 1, difference: 0 }, { step: 2, difference: 0.0001 }] };
+    const replayed = reduce(connected, { event: "replayed", payload: { episode: 4, step: 2, replay } });
+    expect(replayed.branch?.replay.steps).toHaveLength(2);
+    expect(replayed.steps).toBe(connected.steps);
+  });
+});

@@ -20,6 +20,7 @@ export interface StepView extends StepState {
 export interface EpisodeView {
   episode: number | null;
   task: EpisodeStatePayload["task"] | null;
+  branch: EpisodeStatePayload["branch"] | null;
   steps: StepView[];
   openStep: number | null;
   ended: boolean;
@@ -35,6 +36,7 @@ export interface EpisodeView {
 export const EMPTY: EpisodeView = {
   episode: null,
   task: null,
+  branch: null,
   steps: [],
   openStep: null,
   ended: false,
@@ -74,6 +76,7 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
       return {
         episode: state.episode,
         task: state.task,
+        branch: state.branch ?? null,
         steps,
         openStep: state.open_step,
         ended: state.ended,
@@ -164,6 +167,8 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
         endReason: message.payload.reason,
         desktopFailed: null,
       };
+    case "replayed":
+      return { ...view, branch: message.payload };
     case "paused":
       return { ...view, paused: true };
     case "resumed":

@@ -64,6 +64,24 @@ export interface EpisodeStatePayload {
   outcome: string | null;
   desktop: { status: string; broken_reason: string } | null;
   paused?: boolean;
+  /** A branch task's episode: the rollout it goes on from, the step handed over, the replay. */
+  branch?: BranchState | null;
+}
+
+/** How a branch task's desktop replayed the rollout (each step's share of differing pixels). */
+export interface Replay {
+  episode?: number;
+  step?: number;
+  tolerance?: number;
+  steps?: { step: number; difference: number }[];
+  diverged_at?: number;
+  after_kept_error?: { step: number; difference: number; offered: boolean };
+}
+
+export interface BranchState {
+  episode: number;
+  step: number;
+  replay: Replay;
 }
 
 /** Messages from the server: `{event, payload}`. */
@@ -81,6 +99,7 @@ export type ServerEvent =
   | { event: "decided"; payload: { step: number; decision: Decision; action: Action } }
   | { event: "decision_ack"; payload: { step: number; duplicate: boolean } }
   | { event: "ended"; payload: { outcome: string; reason: string } }
+  | { event: "replayed"; payload: BranchState }
   | { event: "desktop_failed"; payload: { desktop: number; reason: string } }
   | { event: "heartbeat_ack"; payload: Record<string, never> }
   | { event: "error"; payload: { code: string; message: string; step?: number | null; field?: string | null } };

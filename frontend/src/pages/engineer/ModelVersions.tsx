@@ -1,12 +1,14 @@
 /**
  * Model versions: every version with its base model, adapter, parent, job and serving status,
  * and, for a chosen project, each version's live acceptance rate next to its offline step
- * success rate. Read again while a version loads on its endpoint.
+ * success rate, and the project's flywheel chart. Read again while a version loads on its
+ * endpoint.
  */
 import { Link, useSearchParams } from "react-router-dom";
 import type { Page } from "../../api";
 import { ErrorBanner, Loading, ProjectSelect, Table, useApi, usePoll, useReadableProjects } from "../../ui";
 import { percent, when } from "../manager/format";
+import { Flywheel } from "./Flywheel";
 import { VersionComparison } from "./VersionComparison";
 import type { ModelVersion, ProjectVersions } from "./finetune";
 
@@ -57,7 +59,7 @@ export function ModelVersions() {
       </section>
       <section className="card" aria-labelledby="compare-heading">
         <div className="range-form">
-          <h2 id="compare-heading">Live and offline, per project</h2>
+          <h2 id="compare-heading">Live, offline and the flywheel, per project</h2>
           <ProjectSelect projects={readable} value={project} onChange={(chosen) => setParams({ project: chosen })} />
         </div>
         <ErrorBanner error={projects.error ?? overview.error} />
@@ -68,6 +70,8 @@ export function ModelVersions() {
             caption={`Acceptance over the last ${overview.data.acceptance_window_days} days next to the latest evaluation`}
           />
         ) : null}
+        <h3>The flywheel</h3>
+        <Flywheel project={project} />
       </section>
     </>
   );

@@ -17,6 +17,7 @@ import { LiveView } from "./LiveView";
 import { stepBadge, undecidedNote } from "./liveStep";
 import { proposalOf } from "./proposal";
 import { reflectionNote, reflectsOn } from "./reflection";
+import { BranchOrigin, SendToAnnotators } from "./BranchPanel";
 import { RolloutPanel } from "./RolloutPanel";
 import type { Action, Episode, Proposal, Review, Step } from "./types";
 import "./manager.css";
@@ -302,6 +303,10 @@ export function EpisodeViewer({
       {autonomous && episode.rollout !== null ? (
         <RolloutPanel rolloutId={episode.rollout} batchPath={batchPath(episode)} reviewedAt={latest?.created_at ?? null} reviews={reviews} />
       ) : null}
+      {autonomous && episode.ended_at !== null ? (
+        <SendToAnnotators episode={episode} selected={selected} reviews={reviews} onDone={reload} />
+      ) : null}
+      <BranchOrigin episode={episode} />
       <EvaluationPanel episode={episode} />
       {episode.ended_at === null ? <LiveView episodeId={episode.id} last={episode.steps[episode.steps.length - 1] ?? null} /> : null}
       <div className="viewer-body">

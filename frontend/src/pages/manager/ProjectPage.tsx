@@ -1,6 +1,6 @@
 /** One project for its manager or reviewer: board, charts, episodes and rollout batches, and
- * for managers its tasks, the model versions it runs, its dataset exports and the fine-tuning
- * jobs trained on them, as tabs; managers also start and steer rollout batches. A tab the
+ * for managers its tasks, the model versions it runs, its dataset exports, the fine-tuning
+ * jobs trained on them and the flywheel chart, as tabs; managers also start and steer rollout batches. A tab the
  * user's role in the project cannot use says whom it is for. */
 import type { ReactNode } from "react";
 import { NavLink, Navigate, Route, Routes, useParams } from "react-router-dom";
@@ -8,6 +8,7 @@ import type { Project } from "../../api";
 import { ErrorBanner, Loading, NotForYourRole, useApi } from "../../ui";
 import { Exports } from "../engineer/Exports";
 import { FineTuning } from "../engineer/FineTuning";
+import { Flywheel } from "../engineer/Flywheel";
 import { RolloutBatchPage } from "../engineer/RolloutBatchPage";
 import { Rollouts } from "../engineer/Rollouts";
 import type { RolloutPaths } from "../engineer/rollouts";
@@ -49,6 +50,7 @@ export function ProjectPage() {
           {manages ? <NavLink to="models">Model versions</NavLink> : null}
           {manages ? <NavLink to="exports">Dataset exports</NavLink> : null}
           {manages ? <NavLink to="finetune">Fine-tuning jobs</NavLink> : null}
+          {manages ? <NavLink to="flywheel">Flywheel</NavLink> : null}
           <NavLink to="rollouts">Rollouts</NavLink>
         </nav>
       ) : null}
@@ -61,9 +63,19 @@ export function ProjectPage() {
         <Route path="models" element={forManagers(<ProjectModels projectId={projectId} manages={manages} />)} />
         <Route path="exports" element={forManagers(<Exports project={projectId} />)} />
         <Route path="finetune" element={forManagers(<FineTuning project={projectId} />)} />
+        <Route path="flywheel" element={forManagers(<FlywheelTab projectId={projectId} />)} />
         <Route path="rollouts" element={forOverseers(<Rollouts project={projectId} paths={rolloutPaths(projectId)} />)} />
         <Route path="rollouts/:batchId" element={forOverseers(<RolloutBatchPage paths={rolloutPaths(projectId)} />)} />
       </Routes>
     </>
+  );
+}
+
+function FlywheelTab({ projectId }: { projectId: string }) {
+  return (
+    <section aria-labelledby="flywheel-heading">
+      <h2 id="flywheel-heading">The flywheel: each model version&apos;s rollouts, live acceptance and offline step success</h2>
+      <Flywheel project={projectId} />
+    </section>
   );
 }

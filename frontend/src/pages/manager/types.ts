@@ -1,4 +1,5 @@
 /** The shapes of the API answers the manager, reviewer and engineer pages read. */
+import type { Replay } from "../annotator/types";
 
 export type TaskStatus = "queued" | "assigned" | "in_progress" | "submitted" | "reviewed" | "rejected";
 /** "auto": a rollout's step, the model's proposal run as it was. */
@@ -203,6 +204,22 @@ export interface Episode extends EpisodeSummary {
   evaluation?: Evaluation;
   /** What the task's setup went on after. */
   setup_log?: string[];
+  /** A branch task's episode: the rollout episode and step it goes on from, and its replay. */
+  branch_of?: number | null;
+  branch_step?: number | null;
+  replay?: Replay;
+  /** A rollout's branch tasks: made from its first wrong step. */
+  branches?: BranchTask[];
+}
+
+export interface BranchTask {
+  id: number;
+  external_id: string;
+  branch_step: number;
+  status: TaskStatus;
+  assignee: string | null;
+  cannot_run: string;
+  episodes: { id: number; outcome: string; annotator: string }[];
 }
 
 export interface MembershipRow {

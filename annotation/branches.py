@@ -1,0 +1,323 @@
+"""Branch tasks: a rollout handed to people from its first wrong step (reflection tuning on
+online traces, as UI-TARS does it).
+
+**Marking.** A reviewer names step τ of an ended rollout as its first wrong one
+(``send_to_annotators``). The rollout's review in force becomes a rejection naming τ, so the
+steps before τ stay usable as data (the valid prefix: SFT samples of ``source=rollout``), and
+the rollout is validated again. The project gets a *branch task*: the rollout's task, to be
+worked from τ. Marking the same step again answers the same task.
+
+**Replaying.** When an annotator starts a branch task, its desktop runs the task's setup and then
+``replay``: the screen after the setup must be the rollout's first observation; each step before
+τ runs the rollout's final action, waits for the screen to settle and stay quiet (as the rollout
+did, ``rollout_runs.settled_quietly``) and must show the rollout's recorded observation of the
+next step. The measure is the share of pixels that differ (``rollout_rules.screen_difference``),
+recorded for every step on the episode (``Episode.replay``) and shown to the annotator. Above
+``TANDEM_BRANCH_REPLAY_TOLERANCE`` the replay has diverged: the episode ends (``env_failed``)
+saying at which step and by how much, and the task is marked as one that cannot run, so that
+nobody is handed a desktop that is not the rollout's state.
+
+**Handing over.** A replay that matched gives the episode the rollout's steps before τ as its own
+(decision ``auto``: nobody decided them; their observations are the replay's own screenshots)
+and opens step τ on the replayed screen with the rollout's proposals at τ: the model's original
+step, shown to the annotator. From there the episode is an interactive one, and the same pair
+builder and exports as for every episode apply (``annotation.datasets``):
+
+- a correction at τ is an error-correction pair whose rejected side is the rollout's a_τ;
+- *keep error & reflect* executes a_τ. When the screen after it matches the rollout's
+  observation at τ+1 (same tolerance), the rollout's proposals at τ+1 are offered there
+  (``offer_recorded``) rather than asking the model again, so that the post-reflection pair's
+  rejected side is the rollout's own next step too. When it does not match, the model is asked,
+  as at any step.
+
+The replayed ``auto`` steps are history in a people's export, never targets.
+"""
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from annotation import observations
+from annotation.episode_leases import DESKTOP_LOST, end_episode, owns_desktop, tell
+from annotation.models import (
+    Decision,
+    Episode,
+    EpisodeMode,
+    EpisodeOutcome,
+    Proposal,
+    Review,
+    Step,
+    Task,
+    TaskEvent,
+)
+from annotation.reviews import submit_review
+from annotation.rollout_rules import screen_difference
+from backend.accounts.models import User
+from backend.errors import DomainError
+from vm_pool import pool
+from vm_pool.actions import Action, InvalidAction
+from vm_pool.providers.base import Observation
+from vm_pool.screenshots import screenshot_png, store_screenshot
+
+logger = logging.getLogger(__name__)
+
+_PROPOSAL_FIELDS = (
+    "raw_text",
+    "thought",
+    "action",
+    "invalid_reason",
+    "model_name",
+    "model_version",
+    "sampling",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_ms",
+)
+
+
+class BranchRefused(DomainError):
+    status_code = 409
+    code = "branch_refused"
+
+
+def tolerance() -> float:
+    """The share of pixels a replayed screen may differ by from the recorded one."""
+    return float(settings.TANDEM_BRANCH_REPLAY_TOLERANCE)
+
+
+# --- marking -------------------------------------------------------------------------------
+
+
+def send_to_annotators(
+    episode: Episode, reviewer: User, step: int, comment: str = ""
+) -> tuple[Task, bool]:
+    """Mark ``step`` as the rollout's first wrong one and offer the rollout from there: the
+    branch task, and whether it is new (the step was not sent before)."""
+    if episode.mode != EpisodeMode.AUTONOMOUS:
+        raise BranchRefused(
+            f"Episode {episode.pk} is a person's; only a rollout is branched from a wrong step."
+        )
+    if episode.ended_at is None:
+        raise BranchRefused(f"Rollout episode {episode.pk} is still running.")
+    if not episode.steps.filter(index=step).exists():
+        raise BranchRefused(f"Rollout episode {episode.pk} has no step {step}.")
+    prefix = episode.steps.filter(index__lt=step, decided_at__isnull=False).count()
+    if prefix != step - 1:
+        raise BranchRefused(f"The steps before {step} did not all run, so they cannot be replayed.")
+    source = episode.task
+    with transaction.atomic():
+        submit_review(episode, reviewer, Review.Verdict.REJECTED, step, comment)
+        task, created = Task.objects.get_or_create(
+            branch_of=episode,
+            branch_step=step,
+            defaults={
+                "project_id": source.project_id,
+                "external_id": f"{source.external_id[:150]}~episode-{episode.pk}-step-{step}",
+                "instruction": source.instruction,
+                "setup": source.setup,
+                "evaluator": source.evaluator,
+                "related_apps": source.related_apps,
+                "max_steps": source.max_steps,
+                "priority": source.priority,
+                "source": {
+                    "branch_of": {"task": source.external_id, "episode": episode.pk, "step": step}
+                },
+            },
+        )
+        if created:
+            TaskEvent.objects.create(
+                task=task,
+                kind=TaskEvent.Kind.BRANCHED,
+                actor=reviewer,
+                reason=f"rollout episode {episode.pk} from its first wrong step {step}",
+            )
+    return task, created
+
+
+# --- replaying -----------------------------------------------------------------------------
+
+
+def replay(episode: Episode, control: Any, observation: Observation) -> None:
+    """On the desktop's host, after the branch task's setup: replay the rollout's steps before
+    τ, then open step τ with the rollout's proposals, or end the episode where it diverged."""
+    from annotation.rollout_runs import settled_quietly
+
+    task = episode.task
+    assert task.branch_of_id is not None and task.branch_step is not None
+    recorded = list(
+        Step.objects.filter(episode_id=task.branch_of_id, index__lte=task.branch_step)
+        .select_related("observation")
+        .order_by("index")
+    )
+    allowed = tolerance()
+    record: dict[str, Any] = {
+        "episode": task.branch_of_id,
+        "step": task.branch_step,
+        "tolerance": allowed,
+        "steps": [],
+    }
+    screens: list[Observation] = []
+    for position, step in enumerate(recorded):
+        if position > 0:
+            try:
+                control.execute(Action.from_json(recorded[position - 1].final_action))
+                observation = settled_quietly(control)
+            except (pool.DesktopError, InvalidAction) as error:
+                reason = f"the replay failed at step {recorded[position - 1].index}: {error}"
+                end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, reason)
+                return
+        difference = screen_difference(observation.png, screenshot_png(step.observation))
+        record["steps"].append({"step": step.index, "difference": difference})
+        screens.append(observation)
+        if difference > allowed:
+            _diverged(episode, record, step.index, difference)
+            return
+    if not owns_desktop(episode):  # reset while replaying: that screen is not ours
+        end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, DESKTOP_LOST)
+        return
+    _hand_over(episode, recorded, screens, record, control)
+
+
+def _diverged(episode: Episode, record: dict[str, Any], index: int, difference: float) -> None:
+    what = "the screen after the setup" if index == 1 else f"the screen before step {index}"
+    reason = (
+        f"the replay diverged: {what} differs from the rollout's by {difference:.2%} of its "
+        f"pixels (tolerance {record['tolerance']:.2%})"
+    )
+    record["diverged_at"] = index
+    with transaction.atomic():
+        Episode.objects.filter(pk=episode.pk).update(replay=record)
+        _told(episode, record)
+        # Replaying again would diverge again: nobody is handed this task.
+        Task.objects.filter(pk=episode.task_id).update(cannot_run=reason[:300])
+    end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, reason)
+
+
+def _hand_over(
+    episode: Episode,
+    recorded: list[Step],
+    screens: list[Observation],
+    record: dict[str, Any],
+    control: Any,
+) -> None:
+    """Store the replayed steps as the episode's own and open step τ on the replayed screen."""
+    with transaction.atomic():
+        locked = Episode.objects.select_for_update().get(pk=episode.pk)
+        if locked.ended_at is not None or locked.steps.exists():
+            return
+        Episode.objects.filter(pk=episode.pk).update(replay=record)
+        _told(episode, record)
+        now = timezone.now()
+        for original, seen in zip(recorded[:-1], screens[:-1], strict=True):
+            step = Step.objects.create(
+                episode=episode,
+                index=original.index,
+                observation=store_screenshot(seen.png),
+                settle_ms=round(seen.waited_ms),
+            )
+            copies = _copy_proposals(original, step)
+            chosen = next((c for c in copies if c.rank == _chosen_rank(original)), None)
+            # Decided in one statement: a decided step is frozen.
+            Step.objects.filter(pk=step.pk).update(
+                decision=Decision.AUTO,
+                chosen_proposal=chosen,
+                final_thought=original.final_thought,
+                final_action=original.final_action,
+                decided_at=now,
+            )
+        opened = observations.store(episode.pk, recorded[-1].index, screens[-1], control)
+        if opened is not None:
+            _offer(recorded[-1], opened)
+
+
+def _chosen_rank(step: Step) -> int | None:
+    if step.chosen_proposal_id is None:
+        return None
+    return Proposal.objects.values_list("rank", flat=True).get(pk=step.chosen_proposal_id)
+
+
+# --- after a kept error --------------------------------------------------------------------
+
+
+def offer_recorded(step: Step) -> bool:
+    """At τ+1 of a branch whose annotator kept the rollout's error at τ: offer the rollout's
+    own proposals when the screen is the one the rollout saw there. Whether it did."""
+    task = step.episode.task
+    if task.branch_of_id is None or task.branch_step is None:
+        return False
+    if step.index != task.branch_step + 1:
+        return False
+    kept = Step.objects.filter(episode_id=step.episode_id, index=task.branch_step).first()
+    original = Step.objects.filter(episode_id=task.branch_of_id, index=task.branch_step).first()
+    if kept is None or original is None or kept.decision != Decision.ERROR_KEPT:
+        return False
+    if kept.final_action != original.final_action:
+        return False  # they kept another proposal than the rollout's step
+    then = (
+        Step.objects.filter(episode_id=task.branch_of_id, index=step.index)
+        .select_related("observation")
+        .first()
+    )
+    if then is None:
+        return False  # the rollout ended at τ
+    difference = screen_difference(
+        screenshot_png(step.observation), screenshot_png(then.observation)
+    )
+    offered = difference <= tolerance()
+    with transaction.atomic():
+        episode = Episode.objects.select_for_update().get(pk=step.episode_id)
+        episode.replay = {**episode.replay, "after_kept_error": {
+            "step": step.index, "difference": difference, "offered": offered,
+        }}  # fmt: skip
+        episode.save(update_fields=["replay"])
+        if offered and not step.proposals.filter(superseded=False).exists():
+            _offer(then, step)
+    return offered
+
+
+# --- shared --------------------------------------------------------------------------------
+
+
+def _copy_proposals(original: Step, step: Step) -> list[Proposal]:
+    return Proposal.objects.bulk_create(
+        Proposal(
+            step=step,
+            rank=proposal.rank,
+            **{name: getattr(proposal, name) for name in _PROPOSAL_FIELDS},
+        )
+        for proposal in original.proposals.filter(superseded=False).order_by("rank")
+    )
+
+
+def _offer(original: Step, step: Step) -> None:
+    """Within a transaction: the rollout's proposals of ``original`` as the open step's."""
+    from annotation.episodes import proposal_json
+
+    copies = _copy_proposals(original, step)
+    Episode.objects.filter(pk=step.episode_id, model_version="").update(
+        model_name=copies[0].model_name if copies else "",
+        model_version=copies[0].model_version if copies else "",
+    )
+    tell(
+        step.episode_id,
+        "proposal",
+        {"step": step.index, "candidates": [proposal_json(p) for p in copies]},
+    )
+
+
+def _told(episode: Episode, record: dict[str, Any]) -> None:
+    """The workspace is told how the replay went (its ``episode`` is the rollout's)."""
+    task = episode.task
+    tell(episode.pk, "replayed", {"episode": task.branch_of_id, "step": task.branch_step,
+                                  "replay": record})  # fmt: skip
+
+
+def state(episode: Episode) -> dict[str, Any] | None:
+    """What a workspace shows of a branch: the rollout, the step handed over, the replay."""
+    task = episode.task
+    if task.branch_of_id is None:
+        return None
+    return {"episode": task.branch_of_id, "step": task.branch_step, "replay": episode.replay}
