@@ -8,7 +8,7 @@ view-only x11vnc and the template's autostart programs as its own children, so t
 desktop ends with it. It then serves a small HTTP API, on a unix socket (local desktops) or a
 TCP port (containers, machines), for whoever owns the desktop:
 
-- ``GET /health``: Xvfb, window manager and VNC server are alive and VNC accepts connections
+- ``GET /health``: Xvfb, window manager and VNC server are alive and VNC greets a connection
 - ``POST /launch``: start a program in the desktop, ``{"argv": [...], "window_timeout": s}`` →
   ``{"pid", "window"}``; with a timeout, it returns once the window manager maps a new window
   (``window``: true) or when the timeout passes (false: a program with no window of its own);
@@ -55,6 +55,8 @@ from urllib.parse import parse_qs, urlparse
 from vm_pool.agent_files import SCRATCH, PathRefused, read_inside, write_inside
 
 X_READY_TIMEOUT = 10.0
+WM_READY_TIMEOUT = 20.0
+WM_PROBE_S = 0.5
 WINDOW_POLL_S = 0.05
 SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
 NOT_FOUND = 127  # the exit code of a shell asked for a program that does not exist
@@ -157,6 +159,7 @@ class Desktop:
         )
         self._wait_for_x()
         self.spawn("wm", c.window_manager)
+        self._wait_for_window_manager()
         # View-only and without a password: who may watch is decided by who can reach the
         # socket (the platform's websockify), and no one controls the desktop through VNC.
         vnc = ["x11vnc", "-display", f":{c.display}", "-viewonly", "-nopw", "-forever"]
@@ -186,9 +189,50 @@ class Desktop:
             time.sleep(0.02)
         raise RuntimeError(f"Xvfb :{self.config.display} did not answer in {X_READY_TIMEOUT}s")
 
+    def _wait_for_window_manager(self) -> None:
+        """Until the window manager manages a window mapped now: a 1x1 probe, mapped afresh
+        every ``WM_PROBE_S`` until it shows in ``_NET_CLIENT_LIST``, then destroyed.
+
+        Openbox announces itself (``_NET_SUPPORTING_WM_CHECK``) before it handles requests,
+        and a program whose window asks for management in its first moments waits for an
+        answer that comes late: seen here, an xterm starts 5 s late (Xt's wait for the window
+        manager) and a GTK window stays unmapped 20 s. A task's setup launches programs the
+        moment the desktop is ready, so ready means managing."""
+        from Xlib import X
+        from Xlib.display import Display
+
+        x = Display(f":{self.config.display}")
+        try:
+            root = x.screen().root
+            clients = x.intern_atom("_NET_CLIENT_LIST")
+
+            def managed() -> set[int]:
+                prop = root.get_full_property(clients, X.AnyPropertyType)
+                return set(prop.value) if prop is not None else set()
+
+            deadline = time.monotonic() + WM_READY_TIMEOUT
+            while time.monotonic() < deadline:
+                probe = root.create_window(0, 0, 1, 1, 0, X.CopyFromParent)
+                probe.map()
+                x.sync()
+                shown = False
+                until = min(deadline, time.monotonic() + WM_PROBE_S)
+                while not shown and time.monotonic() < until:
+                    shown = probe.id in managed()
+                    time.sleep(0.01)
+                probe.destroy()
+                x.sync()
+                if shown:
+                    while probe.id in managed() and time.monotonic() < deadline:
+                        time.sleep(0.01)
+                    return
+        finally:
+            x.close()
+        raise RuntimeError(f"the window manager managed no window in {WM_READY_TIMEOUT}s")
+
     def health(self) -> dict[str, Any]:
         alive = {name: self.children[name].poll() is None for name in ("xvfb", "wm", "x11vnc")}
-        alive["vnc_listening"] = _accepts(self.config.vnc_listen)
+        alive["vnc_listening"] = _serves_vnc(self.config.vnc_listen)
         return {"ok": all(alive.values()), **alive}
 
     def control(self) -> Any:
@@ -303,15 +347,22 @@ class Desktop:
                 process.kill()
 
 
-def _accepts(address: str) -> bool:
+def _serves_vnc(address: str) -> bool:
+    """Whether the VNC server greets a new connection ("RFB 003.008"): x11vnc listens before
+    its screen setup is done, and greets a viewer only once it serves one."""
     path = unix_path(address)
     family = socket.AF_UNIX if path is not None else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.settimeout(0.5)
-        if path is not None:
-            return probe.connect_ex(path) == 0
-        host, port = host_port(address)
-        return probe.connect_ex(("127.0.0.1" if host in ("", "0.0.0.0") else host, port)) == 0
+        try:
+            if path is not None:
+                probe.connect(path)
+            else:
+                host, port = host_port(address)
+                probe.connect(("127.0.0.1" if host in ("", "0.0.0.0") else host, port))
+            return probe.recv(12).startswith(b"RFB ")
+        except OSError:
+            return False
 
 
 class UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
