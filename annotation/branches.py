@@ -10,7 +10,7 @@ worked from τ. Marking the same step again answers the same task.
 **Replaying.** When an annotator starts a branch task, its desktop runs the task's setup and then
 ``replay``: the screen after the setup must be the rollout's first observation; each step before
 τ runs the rollout's final action, waits for the screen to settle and stay quiet (as the rollout
-did, ``rollout_runs.settled_quietly``) and must show the rollout's recorded observation of the
+did, ``observations.settled_quietly``) and must show the rollout's recorded observation of the
 next step. The measure is the share of pixels that differ (``rollout_rules.screen_difference``),
 recorded for every step on the episode (``Episode.replay``) and shown to the annotator. Above
 ``TANDEM_BRANCH_REPLAY_TOLERANCE`` the replay has diverged: the episode ends (``env_failed``)
@@ -143,8 +143,6 @@ def send_to_annotators(
 def replay(episode: Episode, control: Any, observation: Observation) -> None:
     """On the desktop's host, after the branch task's setup: replay the rollout's steps before
     τ, then open step τ with the rollout's proposals, or end the episode where it diverged."""
-    from annotation.rollout_runs import settled_quietly
-
     task = episode.task
     assert task.branch_of_id is not None and task.branch_step is not None
     recorded = list(
@@ -164,7 +162,9 @@ def replay(episode: Episode, control: Any, observation: Observation) -> None:
         if position > 0:
             try:
                 control.execute(Action.from_json(recorded[position - 1].final_action))
-                observation = settled_quietly(control)
+                observation = observations.settled_quietly(
+                    control, settings.TANDEM_ROLLOUT_QUIET_MS
+                )
             except (pool.DesktopError, InvalidAction) as error:
                 reason = f"the replay failed at step {recorded[position - 1].index}: {error}"
                 end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, reason)

@@ -3,6 +3,11 @@
 When an episode ends with work to score (``finished``, ``call_user``, ``max_steps``) and its
 task has an evaluator, its desktop is not released at once: the episode is marked ``pending``
 and ``evaluate_episode`` runs on the desktop's host, on the desktop as the annotator left it.
+Before anything is read, the desktop is left to come to rest: the screen must stay the same
+for ``TANDEM_EVALUATION_QUIET_MS`` (at most ``EVALUATION_QUIET_LIMIT_S``). A program finishes
+what the last step started: GTK's Save As dialog closes and its file is written about half a
+second after the Enter that confirmed it, while a model answering "finished" at once, or a
+person quick on the button, has already ended the episode. OSWorld sleeps a fixed 20 s there.
 It runs the postconfig, the getters and the metrics, stores the score (``task_success``, 0–1)
 and each metric's details on the episode, and only then releases the desktop (whose reset
 follows). An evaluator that cannot run stores ``failed`` with its reason, never a score.
@@ -14,8 +19,10 @@ lapsed, the pool reset it), nothing is read from whatever it shows now.
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
+from annotation import observations
 from annotation.episode_leases import owns_desktop, tell
 from annotation.models import Episode, EpisodeOutcome, EvaluationStatus
 from backend.celery import send_after_commit
@@ -28,6 +35,8 @@ logger = logging.getLogger(__name__)
 SCORED_OUTCOMES = (EpisodeOutcome.FINISHED, EpisodeOutcome.CALL_USER, EpisodeOutcome.MAX_STEPS)
 # How long the desktop stays leased for its evaluation (postconfigs sleep, documents are read).
 EVALUATION_LEASE_S = 600
+# How long the wait for a still screen may take: a clock or a video never stands still.
+EVALUATION_QUIET_LIMIT_S = 10.0
 
 
 def scores(episode: Episode, outcome: str) -> bool:
@@ -73,6 +82,9 @@ def evaluate_episode(episode_id: int) -> None:
             desktop_id, episode.annotator, EVALUATION_LEASE_S, episode.desktop_generation
         )
         control = pool.control_for(episode.desktop)
+        observations.settled_quietly(
+            control, settings.TANDEM_EVALUATION_QUIET_MS, EVALUATION_QUIET_LIMIT_S
+        )
         gave_up = episode.outcome == EpisodeOutcome.CALL_USER
         score = evaluate(control, episode.task.evaluator, gave_up, fetch_task_file)
     except (EvaluationFailed, pool.DesktopError, pool.DesktopLeaseLost, DownloadRefused) as error:

@@ -6,10 +6,12 @@ the screen the annotator saw. A desktop that went to someone else is never obser
 episode.
 """
 
+import time
 from typing import Any
 
 from django.db import connection, transaction
 
+from annotation import rollout_rules
 from annotation.episode_leases import owns_desktop, tell
 from annotation.models import Episode, Step
 from backend.celery import send_after_commit
@@ -102,3 +104,20 @@ def _observed(step: Step) -> None:
             "reobserved": step.reobserved,
         },
     )
+
+
+def settled_quietly(control: Any, quiet_ms: float, limit_s: float = 5.0) -> Observation:
+    """The settled screen, once it also stayed the same (give or take a blinking caret) for
+    ``quiet_ms``, at most ``limit_s`` in all. A program that reacts late (a dialog closing, and
+    its file written, half a second after the key that confirmed it) changes the screen after a
+    settle alone would have ended: a run without a person (a rollout, a branch's replay) and an
+    evaluation that reads the desktop after the last step wait it out."""
+    observation = control.observe(settle=True)
+    deadline = time.monotonic() + limit_s
+    while quiet_ms > 0 and time.monotonic() < deadline:
+        time.sleep(quiet_ms / 1000)
+        again = control.observe(settle=True)
+        if rollout_rules.same_screen(observation.png, again.png):
+            return observation
+        observation = again
+    return observation

@@ -11,7 +11,6 @@ taken and lost is ``annotation.rollouts``'s rule (``take_attempt``).
 import asyncio
 import logging
 import threading
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -19,7 +18,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from annotation import rollout_rules
+from annotation import observations, rollout_rules
 from annotation.episode_leases import DESKTOP_LOST, end_episode, owns_desktop
 from annotation.models import Decision, Episode, EpisodeOutcome, Step
 from annotation.rollout_models import BatchStatus, Rollout, RolloutBatch, RolloutStatus
@@ -42,8 +41,6 @@ from vm_pool.providers.base import Observation
 from vm_pool.screenshots import store_screenshot
 
 logger = logging.getLogger(__name__)
-
-QUIET_LIMIT_S = 5.0
 
 
 def run_rollout(rollout_id: int, attempt: int) -> str:
@@ -130,7 +127,7 @@ class Run:
             connection.close()  # not held while the desktop acts and settles
             try:
                 control.execute(action)
-                after = settled_quietly(control)
+                after = observations.settled_quietly(control, settings.TANDEM_ROLLOUT_QUIET_MS)
             except (pool.DesktopError, InvalidAction) as error:
                 return self.end(EpisodeOutcome.ENV_FAILED, "env_failed", f"step {index}: {error}")
             if not owns_desktop(episode):
@@ -230,24 +227,6 @@ class Run:
         if ours and status == RolloutStatus.ENDED:
             send_after_commit(VALIDATE_JOB, [self.rollout.pk], DISPATCH_QUEUE)
         return str(stop)
-
-
-def settled_quietly(control: Any) -> Observation:
-    """The settled screen after an action, once it stayed the same for a quiet period too:
-    a program that reacts late (a dialog opening 300 ms after its key) would otherwise
-    change the screen after the model was shown it. A person deciding gives the live loop
-    that time; a run without one (a rollout, a branch's replay) waits for it, at most
-    ``QUIET_LIMIT_S`` in all."""
-    observation = control.observe(settle=True)
-    quiet = settings.TANDEM_ROLLOUT_QUIET_MS / 1000
-    deadline = time.monotonic() + QUIET_LIMIT_S
-    while quiet > 0 and time.monotonic() < deadline:
-        time.sleep(quiet)
-        again = control.observe(settle=True)
-        if rollout_rules.same_screen(observation.png, again.png):
-            return observation
-        observation = again
-    return observation
 
 
 class Heartbeat:

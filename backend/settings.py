@@ -358,6 +358,8 @@ TANDEM_TRAIN_QUEUE = env("TANDEM_TRAIN_QUEUE", "train")  # tests run workers on 
 TANDEM_ROLLOUT_STALE_SECONDS = env_int("TANDEM_ROLLOUT_STALE_SECONDS", 60)
 # After an action's screen settles, a rollout watches it this much longer for late reactions.
 TANDEM_ROLLOUT_QUIET_MS = env_int("TANDEM_ROLLOUT_QUIET_MS", 300)
+# An ended episode's evaluator reads its desktop once the screen stayed the same this long.
+TANDEM_EVALUATION_QUIET_MS = env_int("TANDEM_EVALUATION_QUIET_MS", 1000)
 # A branch task's replay of a rollout (annotation/branches.py) must show each recorded screen
 # but for this share of its pixels (a blinking caret is about 0.01% of 1280x800).
 TANDEM_BRANCH_REPLAY_TOLERANCE = float(env("TANDEM_BRANCH_REPLAY_TOLERANCE", "0.002"))

@@ -20,9 +20,10 @@ from Xlib import X
 from Xlib.display import Display
 from Xlib.error import XError
 
-from annotation import demo_basics
+from annotation import demo_basics, episodes, evaluations
 from annotation.management.commands.seed_demo import DEMO_TASKS
-from annotation.models import Project, TaskStatus
+from annotation.models import Decision, EvaluationStatus, Project, Step, Task, TaskStatus
+from backend.accounts.roles import Role
 from tests.services import ROOT
 from vm_pool import pool
 from vm_pool.actions import Action
@@ -255,3 +256,52 @@ def test_a_demo_task_runs_offline_and_no_window_title_shows_a_host_path(
     screen = tmp_path / f"{task_id}.png"
     screen.write_bytes(control.observe(settle=True).png)
     print(f"{task_id}: {screen}: {[n for n in names if n]}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_episode_ended_right_after_the_save_is_scored_on_the_file_the_save_wrote(
+    demo_desktop, make_user
+):
+    """The annotator's last step types the name and Enter into GTK's Save As dialog and they
+    answer "finished" at once. The dialog closes and the file is written about half a second
+    after the Enter, later than the step's screen settled: the evaluator waits for a still
+    screen before it reads the desktop, so it scores the saved file, not a missing one."""
+    project = Project.objects.create(name="Editing", environment_template="demo")
+    task = TASKS["demo-text-editor"]
+    Task.objects.create(
+        project=project,
+        external_id=task["id"],
+        instruction=task["instruction"],
+        setup=task["config"],
+        evaluator=task["evaluator"],
+    )
+    annotator = make_user("ann", project, Role.ANNOTATOR)
+    episode = episodes.start_episode(annotator, Project.objects.filter(pk=project.pk))
+    episodes.prepare_episode(episode.pk)
+    control = pool.control_for(demo_desktop)
+    focused(control, "Mousepad")
+    steps = [
+        {"type": "type", "content": "Hello from Tandem"},
+        {"type": "hotkey", "keys": ["ctrl", "s"]},
+        {"type": "type", "content": "hello.txt\n"},
+    ]
+    for index, action in enumerate(steps, start=1):
+        episodes.decide(
+            episode.pk, annotator, index, Decision.CORRECTED, thought="Next.", action=action
+        )
+        episodes.execute_step(Step.objects.get(episode=episode, index=index).pk)
+        if index == 2:
+            focused(control, "Save As")
+    receipt = episodes.decide(
+        episode.pk, annotator, 4, Decision.CORRECTED, thought="Saved.", action={"type": "finished"}
+    )
+    assert receipt.ends_episode
+    episode.refresh_from_db()
+    assert episode.evaluation_status == EvaluationStatus.PENDING
+
+    evaluations.evaluate_episode(episode.pk)
+
+    episode.refresh_from_db()
+    assert episode.evaluation_status == EvaluationStatus.SCORED, episode.evaluation
+    assert episode.task_success == 1.0, episode.evaluation
+    assert control.read_file("~/hello.txt") == b"Hello from Tandem"

@@ -261,7 +261,11 @@ def test_a_batch_of_twenty_rollouts_stops_judges_and_routes_each_as_its_trajecto
                 stop,
                 outcome,
                 verdict,
-            ), (task, [(p["name"], p["passed"], p["reason"]) for p in rollout.validation["parts"]])
+            ), (
+                task,
+                [(p["name"], p["passed"], p["reason"]) for p in rollout.validation["parts"]],
+                rollout.episode.evaluation,
+            )
             assert {name for name, ok in checks(rollout).items() if not ok} == failed, task
             judged = next(p for p in rollout.validation["parts"] if p["name"] == "judge")
             assert judged["details"].get("prompt_version", "judge-v1") == "judge-v1"
