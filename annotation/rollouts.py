@@ -187,19 +187,26 @@ def set_status(batch: RolloutBatch, status: str) -> RolloutBatch:
 
 
 def refresh_counts(batch_id: int) -> None:
-    """The batch's progress and counts from its rollouts' rows."""
-    rows = Rollout.objects.filter(batch_id=batch_id)
-    by_status = dict(rows.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
-    total = sum(by_status.values())
-    done = sum(by_status.get(s, 0) for s in (RolloutStatus.ENDED, RolloutStatus.VALIDATED))
-    done += by_status.get(RolloutStatus.CANCELLED, 0)
-    verdicts = rows.filter(status=RolloutStatus.VALIDATED).aggregate(
-        passed=Count("id", filter=Q(verdict=True)), failed=Count("id", filter=Q(verdict=False))
-    )
-    RolloutBatch.objects.filter(pk=batch_id).update(
-        progress=done / total if total else 1.0,
-        counts={"total": total, **by_status, **verdicts},
-    )
+    """The batch's progress and counts from its rollouts' rows, counted under the batch's row
+    lock: two rollouts validated at once each count what the other committed, and the later
+    count is the one written. Callers have committed their rollout's change (or hold the
+    batch's lock already) and hold no rollout's lock, so the lock order stays batch first."""
+    with transaction.atomic():
+        list(RolloutBatch.objects.select_for_update().filter(pk=batch_id).values_list("pk"))
+        rows = Rollout.objects.filter(batch_id=batch_id)
+        by_status = dict(
+            rows.values_list("status").annotate(n=Count("id")).values_list("status", "n")
+        )
+        total = sum(by_status.values())
+        done = sum(by_status.get(s, 0) for s in (RolloutStatus.ENDED, RolloutStatus.VALIDATED))
+        done += by_status.get(RolloutStatus.CANCELLED, 0)
+        verdicts = rows.filter(status=RolloutStatus.VALIDATED).aggregate(
+            passed=Count("id", filter=Q(verdict=True)), failed=Count("id", filter=Q(verdict=False))
+        )
+        RolloutBatch.objects.filter(pk=batch_id).update(
+            progress=done / total if total else 1.0,
+            counts={"total": total, **by_status, **verdicts},
+        )
 
 
 # --- dispatch ------------------------------------------------------------------------------
@@ -211,8 +218,10 @@ def dispatch(batch_id: int) -> int:
     recover_stale(batch_id)
     started = 0
     with transaction.atomic():
+        # Waiting for the lock, not skipping: a dispatch that skipped while another read the
+        # rollouts would leave a rollout that ended meanwhile unanswered until the beat's.
         batch = (
-            RolloutBatch.objects.select_for_update(skip_locked=True, of=("self",))
+            RolloutBatch.objects.select_for_update(of=("self",))
             .select_related("project", "model_version", "version_b", "created_by")
             .filter(pk=batch_id)
             .first()

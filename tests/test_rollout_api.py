@@ -8,6 +8,8 @@ by those who read the batch, people's episodes stay their overseers'. No job run
 created batch stays queued.
 """
 
+import threading
+
 import pytest
 from django.utils import timezone
 
@@ -412,3 +414,43 @@ def test_bad_validation_settings_are_refused_and_the_stored_ones_kept(
     assert response.status_code == 400, response.content
     assert response.json()["error"]["message"] == message
     assert Project.objects.get(pk=project.pk).validation_settings == {"human_review": True}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_count_waits_for_a_change_made_under_the_batchs_lock_and_counts_it(world):
+    """Two rollouts validated at once: the batch's counts are taken under its row lock, so a
+    count that starts while another transaction holds the lock (and changes a rollout) waits
+    for it and counts its change, never writing a count that misses it."""
+    from django.db import connection, transaction
+
+    from annotation.rollouts import refresh_counts
+
+    users, batch, rollout = world
+    other = Rollout.objects.create(
+        batch=batch, task=rollout.task, sample=1, status=RolloutStatus.ENDED
+    )
+    locked, counted = threading.Event(), threading.Event()
+
+    def validate_under_the_lock() -> None:
+        try:
+            with transaction.atomic():
+                RolloutBatch.objects.select_for_update().get(pk=batch.pk)
+                Rollout.objects.filter(pk=other.pk).update(
+                    status=RolloutStatus.VALIDATED, verdict=False
+                )
+                locked.set()
+                # The count below must not finish while this change is uncommitted.
+                assert not counted.wait(1.0)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=validate_under_the_lock)
+    thread.start()
+    assert locked.wait(10)
+    refresh_counts(batch.pk)
+    counted.set()
+    thread.join(10)
+
+    batch.refresh_from_db()
+    assert (batch.counts["passed"], batch.counts["failed"]) == (1, 1)
+    assert batch.counts["total"] == 2 and batch.progress == 1.0
