@@ -64,19 +64,6 @@ from vm_pool.screenshots import screenshot_png, store_screenshot
 
 logger = logging.getLogger(__name__)
 
-_PROPOSAL_FIELDS = (
-    "raw_text",
-    "thought",
-    "action",
-    "invalid_reason",
-    "model_name",
-    "model_version",
-    "sampling",
-    "prompt_tokens",
-    "completion_tokens",
-    "latency_ms",
-)
-
 
 class BranchRefused(DomainError):
     status_code = 409
@@ -147,7 +134,7 @@ def replay(episode: Episode, control: Any, observation: Observation) -> None:
     assert task.branch_of_id is not None and task.branch_step is not None
     recorded = list(
         Step.objects.filter(episode_id=task.branch_of_id, index__lte=task.branch_step)
-        .select_related("observation")
+        .select_related("observation", "chosen_proposal")
         .order_by("index")
     )
     allowed = tolerance()
@@ -234,9 +221,8 @@ def _hand_over(
 
 
 def _chosen_rank(step: Step) -> int | None:
-    if step.chosen_proposal_id is None:
-        return None
-    return Proposal.objects.values_list("rank", flat=True).get(pk=step.chosen_proposal_id)
+    """The rank of the recorded step's decision (read with the step)."""
+    return step.chosen_proposal.rank if step.chosen_proposal is not None else None
 
 
 # --- after a kept error --------------------------------------------------------------------
@@ -283,11 +269,7 @@ def offer_recorded(step: Step) -> bool:
 
 def _copy_proposals(original: Step, step: Step) -> list[Proposal]:
     return Proposal.objects.bulk_create(
-        Proposal(
-            step=step,
-            rank=proposal.rank,
-            **{name: getattr(proposal, name) for name in _PROPOSAL_FIELDS},
-        )
+        proposal.copied_to(step)
         for proposal in original.proposals.filter(superseded=False).order_by("rank")
     )
 

@@ -413,6 +413,15 @@ class Proposal(models.Model):
     def is_valid(self) -> bool:
         return not self.invalid_reason
 
+    def copied_to(self, step: "Step") -> "Proposal":
+        """The same answer as ``step``'s proposal, unsaved: what the model said and at what
+        cost, at the same rank (a branch task's replayed step shows the rollout's own)."""
+        copied = (
+            "rank", "raw_text", "thought", "action", "invalid_reason", "model_name",
+            "model_version", "sampling", "prompt_tokens", "completion_tokens", "latency_ms",
+        )  # fmt: skip
+        return Proposal(step=step, **{name: getattr(self, name) for name in copied})
+
 
 class StepRevision(models.Model):
     """A later change to a decided step (by a reviewer), never an edit of the step itself."""

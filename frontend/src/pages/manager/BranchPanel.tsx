@@ -10,7 +10,7 @@ import { useState } from "react";
 import { Link } from "react-router-dom";
 import { api } from "../../api";
 import { Button, ErrorBanner, useSubmit } from "../../ui";
-import { replaySummary } from "../annotator/branch";
+import { pixelShare, replaySummary } from "../annotator/branch";
 import type { BranchTask, Episode } from "./types";
 
 /** For a rollout (an ended autonomous episode): mark a first wrong step and send it on. */
@@ -142,7 +142,7 @@ export function BranchOrigin({ episode }: { episode: Episode }) {
       {after ? (
         <p className="meta">
           After the kept error, the screen at step {after.step} {after.offered ? "matched" : "did not match"} the rollout&apos;s (
-          {(after.difference * 100).toFixed(2)}% of its pixels differed):{" "}
+          {pixelShare(after.difference)} of its pixels differed):{" "}
           {after.offered ? "the rollout's own next step was offered there." : "the model was asked again there."}
         </p>
       ) : null}
