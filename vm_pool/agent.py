@@ -52,11 +52,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from vm_pool import agent_windows
 from vm_pool.agent_files import SCRATCH, PathRefused, read_inside, write_inside
 
 X_READY_TIMEOUT = 10.0
 WM_READY_TIMEOUT = 20.0
-WM_PROBE_S = 0.5
 WINDOW_POLL_S = 0.05
 SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
 NOT_FOUND = 127  # the exit code of a shell asked for a program that does not exist
@@ -159,7 +159,7 @@ class Desktop:
         )
         self._wait_for_x()
         self.spawn("wm", c.window_manager)
-        self._wait_for_window_manager()
+        agent_windows.wait_for_window_manager(f":{c.display}", WM_READY_TIMEOUT)
         # View-only and without a password: who may watch is decided by who can reach the
         # socket (the platform's websockify), and no one controls the desktop through VNC.
         vnc = ["x11vnc", "-display", f":{c.display}", "-viewonly", "-nopw", "-forever"]
@@ -188,47 +188,6 @@ class Desktop:
                     return
             time.sleep(0.02)
         raise RuntimeError(f"Xvfb :{self.config.display} did not answer in {X_READY_TIMEOUT}s")
-
-    def _wait_for_window_manager(self) -> None:
-        """Until the window manager manages a window mapped now: a 1x1 probe, mapped afresh
-        every ``WM_PROBE_S`` until it shows in ``_NET_CLIENT_LIST``, then destroyed.
-
-        Openbox announces itself (``_NET_SUPPORTING_WM_CHECK``) before it handles requests,
-        and a program whose window asks for management in its first moments waits for an
-        answer that comes late: seen here, an xterm starts 5 s late (Xt's wait for the window
-        manager) and a GTK window stays unmapped 20 s. A task's setup launches programs the
-        moment the desktop is ready, so ready means managing."""
-        from Xlib import X
-        from Xlib.display import Display
-
-        x = Display(f":{self.config.display}")
-        try:
-            root = x.screen().root
-            clients = x.intern_atom("_NET_CLIENT_LIST")
-
-            def managed() -> set[int]:
-                prop = root.get_full_property(clients, X.AnyPropertyType)
-                return set(prop.value) if prop is not None else set()
-
-            deadline = time.monotonic() + WM_READY_TIMEOUT
-            while time.monotonic() < deadline:
-                probe = root.create_window(0, 0, 1, 1, 0, X.CopyFromParent)
-                probe.map()
-                x.sync()
-                shown = False
-                until = min(deadline, time.monotonic() + WM_PROBE_S)
-                while not shown and time.monotonic() < until:
-                    shown = probe.id in managed()
-                    time.sleep(0.01)
-                probe.destroy()
-                x.sync()
-                if shown:
-                    while probe.id in managed() and time.monotonic() < deadline:
-                        time.sleep(0.01)
-                    return
-        finally:
-            x.close()
-        raise RuntimeError(f"the window manager managed no window in {WM_READY_TIMEOUT}s")
 
     def health(self) -> dict[str, Any]:
         alive = {name: self.children[name].poll() is None for name in ("xvfb", "wm", "x11vnc")}

@@ -58,8 +58,8 @@ TMP_SIZE = 1024 * 1024 * 1024  # the private /tmp is memory, counted in the memo
 PACKAGE = Path(__file__).resolve().parent
 # What the agent imports of vm_pool (the capture stack for /observe is the desktop image's).
 AGENT_MODULES = (
-    "__init__.py", "agent.py", "agent_files.py", "actions.py", "action_space.py",
-    "action_text.py", "devtools.py",
+    "__init__.py", "agent.py", "agent_files.py", "agent_windows.py", "actions.py",
+    "action_space.py", "action_text.py", "devtools.py",
 )  # fmt: skip
 HOST_X11_DIR = Path("/tmp/.X11-unix")
 # The folders of a desktop user's HOME on the systems OSWorld's tasks were written for (a task
