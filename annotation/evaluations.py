@@ -14,29 +14,52 @@ follows). An evaluator that cannot run stores ``failed`` with its reason, never 
 
 The desktop stays the episode's generation throughout: if it was lost meanwhile (its lease
 lapsed, the pool reset it), nothing is read from whatever it shows now.
+
+**A lost job.** Each sending of the job is an attempt (``Episode.evaluation_attempt``); the job
+runs only the attempt in force, claims it (``started_at`` in ``evaluation``) and beats
+``evaluation_beat_at`` from a thread while it works. A worker killed with the job taken (running,
+or only fetched ahead) leaves it pending and silent; the broker would give it back only after its
+visibility timeout, an hour. ``recover_lost`` (periodic) finds a pending evaluation silent for
+``TANDEM_EVALUATION_STALE_SECONDS``: one that never started, or whose evaluator only reads the
+desktop, is sent again as the next attempt; one whose postconfig may have run (it changes the
+desktop: saves, closes, types) is not read again from a desktop half-changed, and ends ``failed``
+with the reason, its desktop released, as does one lost ``MAX_ATTEMPTS`` times. A superseded
+attempt stores nothing and releases nothing.
 """
 
 import logging
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from annotation import observations
 from annotation.episode_leases import owns_desktop, tell
 from annotation.models import Episode, EpisodeOutcome, EvaluationStatus
 from backend.celery import send_after_commit
+from backend.heartbeats import Heartbeat
 from vm_pool import pool
 from vm_pool.downloads import DownloadRefused, fetch_task_file
 from vm_pool.models import host_queue
 
 logger = logging.getLogger(__name__)
 
+EVALUATE_JOB = "annotation.jobs.evaluate_episode"
+
 SCORED_OUTCOMES = (EpisodeOutcome.FINISHED, EpisodeOutcome.CALL_USER, EpisodeOutcome.MAX_STEPS)
 # How long the desktop stays leased for its evaluation (postconfigs sleep, documents are read).
 EVALUATION_LEASE_S = 600
 # How long the wait for a still screen may take: a clock or a video never stands still.
 EVALUATION_QUIET_LIMIT_S = 10.0
+MAX_ATTEMPTS = 3  # a job lost this often is not sent again: something kills it
+LOST_DESKTOP = {"error": "the desktop was lost"}
+LOST_MIDWAY = {
+    "error": "its worker was lost during the evaluation, after the postconfig may have changed "
+    "the desktop: it is not read again"
+}
+LOST_TOO_OFTEN = {"error": f"its job was lost {MAX_ATTEMPTS} times"}
 
 
 def scores(episode: Episode, outcome: str) -> bool:
@@ -49,54 +72,143 @@ def scores(episode: Episode, outcome: str) -> bool:
     )
 
 
+def stale_seconds() -> int:
+    """A pending evaluation silent this long lost its job."""
+    return int(settings.TANDEM_EVALUATION_STALE_SECONDS)
+
+
 def start(episode: Episode) -> None:
     """Inside the ending's transaction: keep the desktop and queue the evaluation."""
     episode.evaluation_status = EvaluationStatus.PENDING
-    episode.save(update_fields=["evaluation_status"])
+    _send(episode)
+
+
+def _send(episode: Episode) -> None:
+    """Queue the evaluation's next attempt (after the transaction commits)."""
+    episode.evaluation_attempt += 1
+    episode.evaluation_beat_at = timezone.now()
+    episode.evaluation = {}
+    episode.save(
+        update_fields=[
+            "evaluation_status",
+            "evaluation_attempt",
+            "evaluation_beat_at",
+            "evaluation",
+        ]
+    )
     assert episode.desktop is not None
     send_after_commit(
-        "annotation.jobs.evaluate_episode", [episode.pk], host_queue(episode.desktop.host)
+        EVALUATE_JOB, [episode.pk, episode.evaluation_attempt], host_queue(episode.desktop.host)
     )
 
 
-def _store(episode_id: int, status: str, success: float | None, details: dict[str, Any]) -> None:
-    Episode.objects.filter(pk=episode_id).update(
+def _in_force(episode_id: int, attempt: int) -> Any:
+    return Episode.objects.filter(
+        pk=episode_id, evaluation_status=EvaluationStatus.PENDING, evaluation_attempt=attempt
+    )
+
+
+def _store(
+    episode_id: int, attempt: int, status: str, success: float | None, details: dict[str, Any]
+) -> bool:
+    """Store the result of the attempt in force; False (nothing stored) for any other."""
+    stored = _in_force(episode_id, attempt).update(
         evaluation_status=status, task_success=success, evaluation=details
     )
-    tell(episode_id, "evaluated", {"status": status, "task_success": success})
+    if stored:
+        tell(episode_id, "evaluated", {"status": status, "task_success": success})
+    return bool(stored)
 
 
-def evaluate_episode(episode_id: int) -> None:
-    """On the desktop's host: score the ended episode, then release its desktop."""
+def evaluate_episode(episode_id: int, attempt: int | None = None) -> None:
+    """On the desktop's host: score the ended episode, then release its desktop. ``attempt``:
+    the attempt this job was sent as (a job queued before attempts were counted is the first)."""
     from vm_pool.evaluation.evaluator import EvaluationFailed, evaluate
 
+    attempt = attempt or 1
+    now = timezone.now()
+    claimed = (
+        _in_force(episode_id, attempt)
+        .exclude(evaluation__has_key="started_at")
+        .update(evaluation={"started_at": now.isoformat()}, evaluation_beat_at=now)
+    )
+    if not claimed:
+        return  # scored already, superseded, or another delivery of this attempt runs it
     episode = Episode.objects.select_related("task", "desktop", "annotator").get(pk=episode_id)
-    if episode.evaluation_status != EvaluationStatus.PENDING:
-        return  # a duplicate delivery: the first one scored it
     desktop_id = episode.desktop_id
     if episode.desktop is None or desktop_id is None or not owns_desktop(episode):
-        _store(episode.pk, EvaluationStatus.FAILED, None, {"error": "the desktop was lost"})
+        _store(episode.pk, attempt, EvaluationStatus.FAILED, None, LOST_DESKTOP)
         return
+    stored = False
     try:
-        pool.renew_desktop_lease(
-            desktop_id, episode.annotator, EVALUATION_LEASE_S, episode.desktop_generation
-        )
-        control = pool.control_for(episode.desktop)
-        observations.settled_quietly(
-            control, settings.TANDEM_EVALUATION_QUIET_MS, EVALUATION_QUIET_LIMIT_S
-        )
-        gave_up = episode.outcome == EpisodeOutcome.CALL_USER
-        score = evaluate(control, episode.task.evaluator, gave_up, fetch_task_file)
+        with Heartbeat(_in_force(episode_id, attempt), stale_seconds() / 4, "evaluation_beat_at"):
+            pool.renew_desktop_lease(
+                desktop_id, episode.annotator, EVALUATION_LEASE_S, episode.desktop_generation
+            )
+            control = pool.control_for(episode.desktop)
+            observations.settled_quietly(
+                control, settings.TANDEM_EVALUATION_QUIET_MS, EVALUATION_QUIET_LIMIT_S
+            )
+            gave_up = episode.outcome == EpisodeOutcome.CALL_USER
+            score = evaluate(control, episode.task.evaluator, gave_up, fetch_task_file)
     except (EvaluationFailed, pool.DesktopError, pool.DesktopLeaseLost, DownloadRefused) as error:
         logger.info("episode %s not scored: %s", episode.pk, error)
-        _store(episode.pk, EvaluationStatus.FAILED, None, {"error": str(error)[:1000]})
+        stored = _store(
+            episode.pk, attempt, EvaluationStatus.FAILED, None, {"error": str(error)[:1000]}
+        )
     else:
         if owns_desktop(episode):
-            _store(episode.pk, EvaluationStatus.SCORED, score.value, score.as_json())
-        else:  # reset while it was read: what was read may be another desktop's
-            _store(episode.pk, EvaluationStatus.FAILED, None, {"error": "the desktop was lost"})
-    finally:
-        with transaction.atomic():
-            pool.release_desktop(
-                desktop_id, episode.annotator, generation=episode.desktop_generation
+            stored = _store(
+                episode.pk, attempt, EvaluationStatus.SCORED, score.value, score.as_json()
             )
+        else:  # reset while it was read: what was read may be another desktop's
+            stored = _store(episode.pk, attempt, EvaluationStatus.FAILED, None, LOST_DESKTOP)
+    finally:
+        if stored:  # a superseded attempt leaves the desktop to the attempt in force
+            _release(episode)
+
+
+def _release(episode: Episode) -> None:
+    assert episode.desktop_id is not None
+    with transaction.atomic():
+        pool.release_desktop(
+            episode.desktop_id, episode.annotator, generation=episode.desktop_generation
+        )
+
+
+def recover_lost(now: Any = None) -> int:
+    """Periodic: take up the pending evaluations whose job went silent; how many."""
+    now = now or timezone.now()
+    before = now - timedelta(seconds=stale_seconds())
+    silent = Episode.objects.filter(
+        evaluation_status=EvaluationStatus.PENDING, evaluation_beat_at__lt=before
+    )
+    return sum(_recover(pk, before) for pk in list(silent.values_list("pk", flat=True)))
+
+
+def _recover(episode_id: int, before: Any) -> bool:
+    with transaction.atomic():
+        episode = (
+            Episode.objects.select_for_update(of=("self",))
+            .select_related("task", "desktop", "annotator")
+            .filter(
+                pk=episode_id,
+                evaluation_status=EvaluationStatus.PENDING,
+                evaluation_beat_at__lt=before,
+            )
+            .first()
+        )
+        if episode is None:  # it spoke meanwhile, or ended
+            return False
+        attempt = episode.evaluation_attempt
+        started = "started_at" in episode.evaluation
+        if episode.desktop is None or not owns_desktop(episode):
+            _store(episode.pk, attempt, EvaluationStatus.FAILED, None, LOST_DESKTOP)
+        elif (started and episode.task.evaluator.get("postconfig")) or attempt >= MAX_ATTEMPTS:
+            reason = LOST_MIDWAY if attempt < MAX_ATTEMPTS else LOST_TOO_OFTEN
+            _store(episode.pk, attempt, EvaluationStatus.FAILED, None, reason)
+            _release(episode)
+        else:
+            _send(episode)
+    logger.info("episode %s: its evaluation's job (attempt %s) was lost", episode_id, attempt)
+    return True

@@ -43,8 +43,10 @@ from vm_pool.actions import Action, ScreenSize
 @shared_task(name="annotation.jobs.return_lapsed_leases")
 def return_lapsed_leases() -> int:
     """Periodic (beat): running episodes whose lease lapsed are paused (or ended after their
-    grace); other tasks whose lease lapsed go back to the pool."""
+    grace); other tasks whose lease lapsed go back to the pool; evaluations whose job was lost
+    are taken up again."""
     episode_leases.pause_lapsed_episodes()
+    evaluations.recover_lost()
     return queue.return_lapsed_leases()
 
 
@@ -59,8 +61,8 @@ def execute_step(step_id: int) -> None:
 
 
 @shared_task(name="annotation.jobs.evaluate_episode", acks_late=True)
-def evaluate_episode(episode_id: int) -> None:
-    evaluations.evaluate_episode(episode_id)
+def evaluate_episode(episode_id: int, attempt: int | None = None) -> None:
+    evaluations.evaluate_episode(episode_id, attempt)
 
 
 @shared_task(

@@ -293,6 +293,10 @@ class Episode(models.Model):
     )
     task_success = models.FloatField(null=True, blank=True)
     evaluation = models.JSONField(default=dict, blank=True)
+    # The evaluation job in force (a lost one is sent again as the next attempt) and its last
+    # sign of life: set when it is queued, beaten while it runs (``evaluations.recover_lost``).
+    evaluation_attempt = models.PositiveSmallIntegerField(default=0)
+    evaluation_beat_at = models.DateTimeField(null=True, blank=True)
     # What the task's setup went on after, as OSWorld does: a command's non-zero exit, a window
     # that was not there. Shown with the episode, so that a reviewer knows how it started.
     setup_log = models.JSONField(default=list, blank=True)

@@ -10,7 +10,6 @@ taken and lost is ``annotation.rollouts``'s rule (``take_attempt``).
 
 import asyncio
 import logging
-import threading
 from dataclasses import replace
 from typing import Any
 
@@ -27,11 +26,12 @@ from annotation.rollouts import (
     DISPATCH_JOB,
     DISPATCH_QUEUE,
     VALIDATE_JOB,
-    refresh_counts,
+    counted,
     stale_seconds,
     take_attempt,
 )
 from backend.celery import send_after_commit
+from backend.heartbeats import Heartbeat
 from model_serving.proposers.base import ModelUnavailable
 from model_serving.registry import ProposerMisconfigured, get_proposer
 from model_serving.versions import proposer_settings
@@ -49,8 +49,11 @@ def run_rollout(rollout_id: int, attempt: int) -> str:
     if rollout is None:
         return "not this job's"
     run = Run(rollout)
+    beating = Rollout.objects.filter(
+        pk=rollout.pk, attempt=rollout.attempt, status=RolloutStatus.RUNNING
+    )
     try:
-        with Heartbeat(rollout):
+        with Heartbeat(beating, stale_seconds() / 4):
             reason = run.loop()
     finally:
         send_after_commit(DISPATCH_JOB, [rollout.batch_id], DISPATCH_QUEUE)
@@ -208,50 +211,21 @@ class Run:
         status = RolloutStatus.CANCELLED if stop == "cancelled" else RolloutStatus.ENDED
         steps = Step.objects.filter(episode=self.episode, decided_at__isnull=False).count()
         # Only the attempt this run is: one queued again meanwhile (its worker was taken for
-        # lost) is the next attempt's. The batch's counts follow in a statement of their own:
-        # rows are locked rollout first, batch second nowhere, so dispatch never deadlocks.
-        ours = Rollout.objects.filter(
-            pk=self.rollout.pk,
-            attempt=self.rollout.attempt,
-            episode=self.episode,
-            status=RolloutStatus.RUNNING,
-        ).update(
-            status=status,
-            stop_reason=str(stop),
-            ended_at=timezone.now(),
-            tokens=self.tokens,
-            steps=steps,
-            records=[record.as_json() for record in self.records],
-        )
-        refresh_counts(self.batch.pk)
+        # lost) is the next attempt's. The batch's counts change with it.
+        with counted(self.batch.pk):
+            ours = Rollout.objects.filter(
+                pk=self.rollout.pk,
+                attempt=self.rollout.attempt,
+                episode=self.episode,
+                status=RolloutStatus.RUNNING,
+            ).update(
+                status=status,
+                stop_reason=str(stop),
+                ended_at=timezone.now(),
+                tokens=self.tokens,
+                steps=steps,
+                records=[record.as_json() for record in self.records],
+            )
         if ours and status == RolloutStatus.ENDED:
             send_after_commit(VALIDATE_JOB, [self.rollout.pk], DISPATCH_QUEUE)
         return str(stop)
-
-
-class Heartbeat:
-    """Beats the rollout's heartbeat from a thread of its own while the run lives, setup and
-    long steps included: a heartbeat goes stale only when the run's process is gone."""
-
-    def __init__(self, rollout: Rollout) -> None:
-        self.rollout_id, self.attempt = rollout.pk, rollout.attempt
-        self.every = stale_seconds() / 4
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def run(self) -> None:
-        while not self.stop.wait(self.every):
-            try:
-                Rollout.objects.filter(
-                    pk=self.rollout_id, attempt=self.attempt, status=RolloutStatus.RUNNING
-                ).update(heartbeat_at=timezone.now())
-            finally:
-                connection.close()  # back to the pool between beats
-
-    def __enter__(self) -> "Heartbeat":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(timeout=5)

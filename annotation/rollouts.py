@@ -24,13 +24,18 @@ judges the trajectory.
 step. A job delivered again (its worker died: the jobs are acknowledged late) or a periodic
 check finds a rollout whose heartbeat is older than ``TANDEM_ROLLOUT_STALE_SECONDS``: its
 episode is ended ``env_failed`` and kept, and the rollout is queued again for a fresh attempt. A
-rollout that ended is never run again, so no finished rollout is lost.
+rollout that ended is never run again, so no finished rollout is lost. Its validation beats the
+same heartbeat at every try (it retries while the evaluator scores); the periodic check sends
+the validation again when an ended rollout's heartbeat went stale, its job lost with its worker
+(as is an evaluation lost so, by ``evaluations.recover_lost``).
 
 **Cancel** stops new rollouts at once; a running one ends at its next step with the stop reason
 ``cancelled`` and its desktop goes back.
 """
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -186,11 +191,22 @@ def set_status(batch: RolloutBatch, status: str) -> RolloutBatch:
     return batch
 
 
+@contextmanager
+def counted(batch_id: int) -> Iterator[None]:
+    """A change to a batch's rollouts and the batch's counts, in one transaction: whoever reads a
+    rollout's new status reads counts that hold it. The batch's row is locked before any
+    rollout's, as everywhere (dispatch, cancel), so two changes counted at once wait in turn."""
+    with transaction.atomic():
+        list(RolloutBatch.objects.select_for_update().filter(pk=batch_id).values_list("pk"))
+        yield
+        refresh_counts(batch_id)
+
+
 def refresh_counts(batch_id: int) -> None:
     """The batch's progress and counts from its rollouts' rows, counted under the batch's row
     lock: two rollouts validated at once each count what the other committed, and the later
-    count is the one written. Callers have committed their rollout's change (or hold the
-    batch's lock already) and hold no rollout's lock, so the lock order stays batch first."""
+    count is the one written. Callers hold the batch's lock already or no rollout's lock, so
+    the lock order stays batch first."""
     with transaction.atomic():
         list(RolloutBatch.objects.select_for_update().filter(pk=batch_id).values_list("pk"))
         rows = Rollout.objects.filter(batch_id=batch_id)
@@ -290,9 +306,21 @@ def _start(batch: RolloutBatch, rollout: Rollout, template: Any) -> bool:
 
 
 def recover_stale(batch_id: int | None = None, now: Any = None) -> int:
-    """Queue again the running rollouts whose worker was lost; their episodes end and stay."""
+    """Queue again the running rollouts whose worker was lost (their episodes end and stay),
+    and validate again the ended ones whose validation's job was lost."""
     now = now or timezone.now()
     before = now - timedelta(seconds=stale_seconds())
+    silent = Rollout.objects.filter(status=RolloutStatus.ENDED, heartbeat_at__lt=before)
+    if batch_id is not None:
+        silent = silent.filter(batch_id=batch_id)
+    for rollout_id in list(silent.values_list("pk", flat=True)):
+        # Marked first: the check after this one leaves it to the job sent now.
+        ended = Rollout.objects.filter(
+            pk=rollout_id, status=RolloutStatus.ENDED, heartbeat_at__lt=before
+        )
+        if ended.update(heartbeat_at=now):
+            logger.info("rollout %s: its validation's job was lost; sent again", rollout_id)
+            send_after_commit(VALIDATE_JOB, [rollout_id], DISPATCH_QUEUE)
     stale = Rollout.objects.filter(
         status=RolloutStatus.RUNNING,
         started_at__lt=before,

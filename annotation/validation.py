@@ -96,6 +96,11 @@ def validate(rollout_id: int) -> bool | None:
     rollout = Rollout.objects.select_related("batch__project", "task", "episode").get(pk=rollout_id)
     if rollout.status not in (RolloutStatus.ENDED, RolloutStatus.VALIDATED):
         return rollout.verdict
+    # A sign of life of the validation (it retries while the evaluator scores): one whose job
+    # was lost goes silent and is sent again (``rollouts.recover_stale``).
+    Rollout.objects.filter(pk=rollout.pk, status=RolloutStatus.ENDED).update(
+        heartbeat_at=timezone.now()
+    )
     episode = rollout.episode
     if episode is None:  # queued again for a new attempt meanwhile
         return None
@@ -108,20 +113,20 @@ def validate(rollout_id: int) -> bool | None:
     if options.get("human_review"):
         parts.append(_human(episode))
     verdict = whole(parts)
-    Rollout.objects.filter(pk=rollout.pk, episode=episode).update(
-        status=RolloutStatus.VALIDATED,
-        verdict=verdict,
-        validation={
-            "parts": [asdict(p) for p in parts],
-            "verdict": verdict,
-            "routed": {True: "sft", False: "ct", None: ""}[verdict],
-            "prompt_version": judge.JUDGE_PROMPT_VERSION if options.get("judge") else "",
-            "at": timezone.now().isoformat(),
-        },
-    )
-    from annotation.rollouts import refresh_counts
+    from annotation.rollouts import counted
 
-    refresh_counts(rollout.batch_id)  # its own statement: no lock held on the rollout
+    with counted(rollout.batch_id):
+        Rollout.objects.filter(pk=rollout.pk, episode=episode).update(
+            status=RolloutStatus.VALIDATED,
+            verdict=verdict,
+            validation={
+                "parts": [asdict(p) for p in parts],
+                "verdict": verdict,
+                "routed": {True: "sft", False: "ct", None: ""}[verdict],
+                "prompt_version": judge.JUDGE_PROMPT_VERSION if options.get("judge") else "",
+                "at": timezone.now().isoformat(),
+            },
+        )
     return verdict
 
 

@@ -356,6 +356,9 @@ TANDEM_DEMO_ENDPOINT = env("TANDEM_DEMO_ENDPOINT", "http://127.0.0.1:8100/v1")
 TANDEM_TRAIN_QUEUE = env("TANDEM_TRAIN_QUEUE", "train")  # tests run workers on their own
 # A running rollout whose heartbeat is this old lost its worker and runs again (rollouts.py).
 TANDEM_ROLLOUT_STALE_SECONDS = env_int("TANDEM_ROLLOUT_STALE_SECONDS", 60)
+# A pending evaluation (or a rollout's validation) silent this long lost its job and is taken
+# up again (evaluations.py, rollouts.py).
+TANDEM_EVALUATION_STALE_SECONDS = env_int("TANDEM_EVALUATION_STALE_SECONDS", 60)
 # After an action's screen settles, a rollout watches it this much longer for late reactions.
 TANDEM_ROLLOUT_QUIET_MS = env_int("TANDEM_ROLLOUT_QUIET_MS", 300)
 # An ended episode's evaluator reads its desktop once the screen stayed the same this long.

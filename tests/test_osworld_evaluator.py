@@ -3,10 +3,16 @@ metrics combine by ``conj``, ``infeasible`` and giving up score as OSWorld score
 that is not there scores 0 and says so, and an evaluator that cannot run is no score at all.
 
 And the episode's side: a desktop lost before its evaluation stores "not scored" with the
-reason, and a second delivery of the job changes nothing.
+reason, and a second delivery of the job changes nothing. An evaluation whose job was lost (its
+worker killed) is sent again as its next attempt, unless its postconfig may have changed the
+desktop already, or it was lost too often: then it is "not scored" with the reason, and its
+desktop goes back.
 """
 
+from datetime import datetime, timedelta
+
 import pytest
+from django.utils import timezone
 
 from annotation import evaluations
 from annotation.episode_leases import end_episode
@@ -128,12 +134,14 @@ def test_an_evaluator_that_cannot_run_gives_no_score(control, evaluator, reason)
 SAY_A = {"func": "exact_match", "result": says("a"), "expected": rule("a")}
 
 
-def ended_on(desktop: Desktop, annotator, project, name: str, outcome: str) -> Episode:
+def ended_on(
+    desktop: Desktop, annotator, project, name: str, outcome: str, evaluator: dict = SAY_A
+) -> Episode:
     """An episode of a task with an evaluator, on ``desktop`` leased now, ended ``outcome``."""
     leased = pool.lease_desktop(desktop.template, annotator, name, 60)
     assert leased.pk == desktop.pk
     task = Task.objects.create(
-        project=project, external_id=name, instruction="Say a", evaluator=SAY_A
+        project=project, external_id=name, instruction="Say a", evaluator=evaluator
     )
     episode = Episode.objects.create(
         task=task, annotator=annotator, desktop=desktop, desktop_generation=leased.generation
@@ -177,3 +185,73 @@ def test_an_episode_is_scored_and_its_desktop_released_after(ready, make_user, p
     abandoned = ended_on(ready, ann, project, "u", EpisodeOutcome.ABANDONED)
     assert abandoned.evaluation_status == EvaluationStatus.NONE
     assert Desktop.objects.get(pk=ready.pk).status == DesktopStatus.RESETTING
+
+
+def silent_since_long() -> datetime:
+    """A moment at which every evaluation queued or beaten until now has gone silent."""
+    return timezone.now() + timedelta(seconds=evaluations.stale_seconds() + 1)
+
+
+def desktop_status(desktop: Desktop) -> str:
+    return Desktop.objects.get(pk=desktop.pk).status
+
+
+def test_an_evaluation_whose_job_was_lost_is_sent_again_and_the_lost_one_does_nothing(
+    ready, make_user, project
+):
+    episode = ended_on(ready, make_user("ann"), project, "t", EpisodeOutcome.FINISHED)
+    assert (episode.evaluation_status, episode.evaluation_attempt) == (EvaluationStatus.PENDING, 1)
+    assert evaluations.recover_lost() == 0  # queued just now: not silent
+
+    assert evaluations.recover_lost(silent_since_long()) == 1
+    episode.refresh_from_db()
+    assert (episode.evaluation_status, episode.evaluation_attempt) == (EvaluationStatus.PENDING, 2)
+    # The lost job turns up after all: it is not the attempt in force, and touches nothing.
+    evaluations.evaluate_episode(episode.pk, 1)
+    episode.refresh_from_db()
+    assert (episode.evaluation_status, episode.evaluation) == (EvaluationStatus.PENDING, {})
+    assert desktop_status(ready) == DesktopStatus.LEASED
+
+    evaluations.evaluate_episode(episode.pk, 2)
+    episode.refresh_from_db()
+    assert (episode.evaluation_status, episode.task_success) == (EvaluationStatus.SCORED, 1.0)
+    assert desktop_status(ready) == DesktopStatus.RESETTING
+    assert evaluations.recover_lost(silent_since_long()) == 0  # scored: nothing to take up
+
+
+def test_an_evaluation_lost_once_its_postconfig_may_have_run_is_not_read_again(
+    ready, make_user, project
+):
+    save = {"command": "printf saved > ~/state.txt", "shell": True}
+    evaluator = {**SAY_A, "postconfig": [{"type": "execute", "parameters": save}]}
+    episode = ended_on(ready, make_user("ann"), project, "t", EpisodeOutcome.FINISHED, evaluator)
+    # The row as a worker killed mid-evaluation leaves it: claimed, then silent.
+    Episode.objects.filter(pk=episode.pk).update(evaluation={"started_at": "2026-01-01T00:00"})
+
+    assert evaluations.recover_lost(silent_since_long()) == 1
+    episode.refresh_from_db()
+    assert (episode.evaluation_status, episode.task_success) == (EvaluationStatus.FAILED, None)
+    assert episode.evaluation == evaluations.LOST_MIDWAY
+    assert episode.evaluation_attempt == 1
+    assert desktop_status(ready) == DesktopStatus.RESETTING
+
+
+def test_an_evaluation_lost_midway_that_only_reads_is_read_again_and_one_lost_too_often_is_not(
+    ready, make_user, project
+):
+    episode = ended_on(ready, make_user("ann"), project, "t", EpisodeOutcome.FINISHED)
+    Episode.objects.filter(pk=episode.pk).update(evaluation={"started_at": "2026-01-01T00:00"})
+    assert evaluations.recover_lost(silent_since_long()) == 1  # reading twice changes nothing
+    episode.refresh_from_db()
+    assert (episode.evaluation_status, episode.evaluation_attempt) == (EvaluationStatus.PENDING, 2)
+
+    assert evaluations.recover_lost(silent_since_long()) == 1
+    episode.refresh_from_db()
+    assert episode.evaluation_attempt == evaluations.MAX_ATTEMPTS
+    assert evaluations.recover_lost(silent_since_long()) == 1
+    episode.refresh_from_db()
+    assert (episode.evaluation_status, episode.evaluation) == (
+        EvaluationStatus.FAILED,
+        evaluations.LOST_TOO_OFTEN,
+    )
+    assert desktop_status(ready) == DesktopStatus.RESETTING

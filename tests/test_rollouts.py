@@ -31,6 +31,7 @@ from annotation.models import (
     Episode,
     EpisodeMode,
     EpisodeOutcome,
+    EvaluationStatus,
     Project,
     Task,
 )
@@ -127,6 +128,7 @@ def demo(host, settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.TANDEM_EXPORT_STAGING_ROOT = tmp_path / "staging"
     settings.TANDEM_ROLLOUT_STALE_SECONDS = STALE_S
+    settings.TANDEM_EVALUATION_STALE_SECONDS = STALE_S
     settings.TANDEM_DEMO_MODEL_DIR = tmp_path / "no-demo-model"  # not needed here
     call_command("seed_demo")
     project = Project.objects.get(name="Demo: desktop basics")
@@ -153,13 +155,15 @@ def demo(host, settings, tmp_path):
         env = {
             "TANDEM_MEDIA_ROOT": str(settings.MEDIA_ROOT),
             "TANDEM_ROLLOUT_STALE_SECONDS": str(STALE_S),
+            "TANDEM_EVALUATION_STALE_SECONDS": str(STALE_S),
         }
         yield project, version, model, env, tmp_path / "beat"
 
 
-def batch_of(project: Project, version: ModelVersion, samples: int, **options: Any):
+def batch_of(project: Project, version: ModelVersion, samples: int, only: str = "", **options: Any):
     engineer = User.objects.get(username="engineer")
     tasks = list(Task.objects.filter(project=project).order_by("external_id"))
+    tasks = [t for t in tasks if t.external_id == only] if only else tasks
     request = BatchRequest(
         tasks=tasks,
         samples_per_task=samples,
@@ -322,19 +326,20 @@ def test_a_worker_killed_mid_batch_loses_no_finished_rollout_and_cancel_stops_th
             "two validated rollouts",
             300,
         )
-        eventually(
-            lambda: batch.rollouts.filter(status=RolloutStatus.RUNNING).exists() or None,
-            "a running rollout",
-            60,
-        )
+        # A rollout mid-run: its attempt taken by this worker (its heartbeat set).
+        mid_run = batch.rollouts.filter(status=RolloutStatus.RUNNING, heartbeat_at__isnull=False)
+        eventually(lambda: mid_run.exists() or None, "a rollout mid-run", 60)
         done_before = {
             r.pk: (r.episode_id, r.verdict)
             for r in batch.rollouts.filter(status=RolloutStatus.VALIDATED)
         }
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
-    lost = list(batch.rollouts.filter(status=RolloutStatus.RUNNING).values_list("pk", flat=True))
+    lost = list(mid_run.values_list("pk", flat=True))
     assert lost
+    # Started but not yet taken: a job still in the queue runs on the next worker as its first
+    # attempt; one the dead worker had fetched ahead is lost with it, and the rollout runs again.
+    waiting = list(batch.rollouts.filter(status=RolloutStatus.RUNNING, heartbeat_at=None))
 
     with rollout_worker(host, beat, **env):
         batch = finished(batch)
@@ -342,6 +347,9 @@ def test_a_worker_killed_mid_batch_loses_no_finished_rollout_and_cancel_stops_th
     for pk, (episode_id, verdict) in done_before.items():
         again = Rollout.objects.get(pk=pk)
         assert (again.episode_id, again.verdict, again.attempt) == (episode_id, verdict, 1)
+    for rollout in waiting:
+        again = Rollout.objects.get(pk=rollout.pk)
+        assert again.status == RolloutStatus.VALIDATED and again.attempt in (1, 2)
     for pk in lost:
         again = Rollout.objects.get(pk=pk)
         assert again.status == RolloutStatus.VALIDATED and again.attempt == 2
@@ -376,3 +384,36 @@ def test_a_worker_killed_mid_batch_loses_no_finished_rollout_and_cancel_stops_th
     assert set(stopped.values_list("outcome", "end_reason")) == {
         (EpisodeOutcome.STOPPED, "the batch was cancelled")
     }
+
+
+def test_a_worker_killed_while_it_scores_a_rollout_leaves_it_to_be_scored_again(demo, host):
+    """The evaluation's job dies with its worker (the broker would give it back in an hour):
+    the next worker's periodic check sends it again, and the rollout is scored and validated
+    as if nothing had happened. The evaluator only reads a file, so it may read it again."""
+    project, version, model, env, beat = demo
+    # A long wait for a still screen: the worker is killed while it is surely scoring.
+    with rollout_worker(host, beat, **env, TANDEM_EVALUATION_QUIET_MS="4000") as worker:
+        batch = batch_of(project, version, samples=1, only="demo-text-editor")
+        scoring = eventually(
+            lambda: Episode.objects.filter(
+                rollout__batch=batch,
+                evaluation_status=EvaluationStatus.PENDING,
+                evaluation__has_key="started_at",
+            ).first(),
+            "the evaluation to start",
+            120,
+        )
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+    assert Rollout.objects.get(batch=batch).status == RolloutStatus.ENDED
+
+    with rollout_worker(host, beat, **env):
+        batch = finished(batch, 120)
+    rollout = Rollout.objects.select_related("episode").get(batch=batch)
+    assert (rollout.status, rollout.verdict, rollout.attempt) == (RolloutStatus.VALIDATED, True, 1)
+    assert rollout.episode_id == scoring.pk
+    assert parts(rollout) == {"rules": True, "evaluator": True, "judge": True}
+    episode = rollout.episode
+    assert (episode.evaluation_status, episode.task_success) == (EvaluationStatus.SCORED, 1.0)
+    assert episode.evaluation_attempt == 2
+    assert not Desktop.objects.filter(status=DesktopStatus.LEASED).exists()
