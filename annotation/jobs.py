@@ -9,12 +9,10 @@ Rollouts (``annotation.rollouts``): ``dispatch_rollouts`` and ``validate_rollout
 
 import asyncio
 import time
-from functools import lru_cache
 from typing import Any
 
 from celery import shared_task
 from django.conf import settings
-from django.core.files.storage import default_storage
 
 from annotation import (
     branches,
@@ -29,15 +27,10 @@ from annotation import (
     validation,
 )
 from annotation.models import Step
+from annotation.proposal_requests import proposal_request
 from backend.notifications import send_now
-from model_serving.proposers.base import (
-    IMAGE_WINDOW,
-    HistoryStep,
-    ModelUnavailable,
-    ProposalRequest,
-)
+from model_serving.proposers.base import ModelUnavailable
 from model_serving.registry import ProposerMisconfigured, get_proposer
-from vm_pool.actions import Action, ScreenSize
 
 
 @shared_task(name="annotation.jobs.return_lapsed_leases")
@@ -79,47 +72,6 @@ def build_export(self: Any, export_id: int) -> None:
         exports.build_export(export_id)
     except exports.AttemptAlive as alive:
         raise self.retry(countdown=alive.seconds) from None
-
-
-@lru_cache(maxsize=16)
-def _stored_png(name: str) -> bytes:
-    # Screenshots are content-addressed and never change: consecutive steps of an episode
-    # share four of their five images, so each is read from storage once, not five times.
-    with default_storage.open(name, "rb") as f:
-        return f.read()
-
-
-def _png(step: Step) -> bytes:
-    return _stored_png(step.observation.file.name)
-
-
-def proposal_request(step: Step) -> ProposalRequest:
-    """What the proposer sees for ``step``: the instruction, the history, the observation."""
-    episode = step.episode
-    earlier = list(
-        episode.steps.filter(index__lt=step.index, decided_at__isnull=False)
-        .select_related("observation")
-        .order_by("index")
-    )
-    with_image = {s.pk for s in earlier[-(IMAGE_WINDOW - 1) :]}
-    history = tuple(
-        HistoryStep(
-            screenshot_png=_png(s) if s.pk in with_image else b"",
-            screen=ScreenSize(s.observation.width, s.observation.height),
-            thought=s.final_thought,
-            action=Action.from_json(s.final_action),
-        )
-        for s in earlier
-    )
-    project = episode.task.project
-    return ProposalRequest(
-        instruction=episode.task.instruction,
-        platform=project.platform,
-        screenshot_png=_png(step),
-        screen=ScreenSize(step.observation.width, step.observation.height),
-        history=history,
-        candidates=int(project.model_settings.get("candidates", 1)),
-    )
 
 
 @shared_task(name="annotation.jobs.propose_step", acks_late=True)

@@ -276,7 +276,7 @@ def start_evaluation(
 
 def run_evaluation(run_id: int) -> str:
     """The job: ask the version for every held-out step and store the step success rate."""
-    from annotation.jobs import proposal_request
+    from annotation.proposal_requests import proposal_request
 
     with transaction.atomic():
         run = (

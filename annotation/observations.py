@@ -116,8 +116,10 @@ def settled_quietly(control: Any, quiet_ms: float, limit_s: float = 5.0) -> Obse
     deadline = time.monotonic() + limit_s
     while quiet_ms > 0 and time.monotonic() < deadline:
         time.sleep(quiet_ms / 1000)
-        again = control.observe(settle=True)
+        # A glance, not a settle: a screen still the same is the answer at once (a settle
+        # would wait its minimum again); one that changed is settled before it is watched.
+        again = control.observe(settle=False)
         if rollout_rules.same_screen(observation.png, again.png):
             return observation
-        observation = again
+        observation = control.observe(settle=True)
     return observation

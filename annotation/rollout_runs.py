@@ -20,6 +20,7 @@ from django.utils import timezone
 from annotation import observations, rollout_rules
 from annotation.episode_leases import DESKTOP_LOST, end_episode, owns_desktop
 from annotation.models import Decision, Episode, EpisodeOutcome, Step
+from annotation.proposal_requests import proposal_request
 from annotation.rollout_models import BatchStatus, Rollout, RolloutBatch, RolloutStatus
 from annotation.rollouts import (
     DESKTOP_LEASE_S,
@@ -164,10 +165,10 @@ class Run:
 
     def propose(self, step: Step) -> Action | None:
         """Ask the model; record its answer; decide the step with the first valid candidate."""
-        from annotation import episodes, jobs
+        from annotation import episodes
 
         try:
-            request = jobs.proposal_request(step)
+            request = proposal_request(step)
             connection.close()  # not held while the model answers
             result = asyncio.run(self.proposer.propose(request))
         except (ModelUnavailable, ProposerMisconfigured) as error:

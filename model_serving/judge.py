@@ -38,6 +38,7 @@ from typing import Any
 import httpx
 
 from backend.errors import DomainError
+from model_serving.tls import trusted
 from model_serving.uitars import PNG_SIGNATURE, data_uri
 
 JUDGE_PROMPT_VERSION = "judge-v1"
@@ -275,7 +276,7 @@ def _complete(
     content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
     failures: list[str] = []
     timeout = httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s))
-    with httpx.Client(timeout=timeout, headers=headers) as client:
+    with httpx.Client(timeout=timeout, headers=headers, verify=trusted()) as client:
         for attempt in range(retries + 1):
             if attempt:
                 time.sleep(backoff_s * 2 ** (attempt - 1))

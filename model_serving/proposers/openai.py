@@ -48,6 +48,7 @@ from model_serving.proposers.base import (
     ProposalResult,
     Proposer,
 )
+from model_serving.tls import trusted
 from model_serving.uitars import CoordinateStyle, build_messages, parse_response
 
 RETRIED_STATUSES = frozenset({408, 429})
@@ -195,7 +196,7 @@ class OpenAIProposer(Proposer):
         timeout = httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s)
         limit = _endpoint_limit(self.base_url, self.concurrency)
         failures: list[str] = []
-        async with httpx.AsyncClient(timeout=timeout, headers=headers) as client:
+        async with httpx.AsyncClient(timeout=timeout, headers=headers, verify=trusted()) as client:
             for attempt in range(self.retries + 1):
                 if attempt:
                     await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))

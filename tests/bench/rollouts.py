@@ -14,6 +14,11 @@ step's observation to the last step's, all rollouts together; ``rollout_steps_pe
 is that over the number of desktops. The anchor is OSWorld's environment, which sleeps a fixed
 2 s after every action: at most 0.5 steps per second per environment, measured here as
 ``rollout_speedup_vs_fixed_2s``.
+
+The run uses the default settings, so each step also waits ``TANDEM_ROLLOUT_QUIET_MS`` (300
+ms) for a still screen after the settle: the step's floor is that wait plus the settle. The
+same batch is measured a second time with no quiet period, the loop as action, settle,
+observe, store, next request only: ``rollout_env_steps_per_s_settle_only``.
 """
 
 import shutil
@@ -44,6 +49,13 @@ def _answer(body: dict[str, Any]) -> Any:
 
 
 def run() -> dict[str, float | int]:
+    figures = _measure(quiet_ms=None)
+    settle_only = _measure(quiet_ms=0)["rollout_env_steps_per_s"]
+    return {**figures, "rollout_env_steps_per_s_settle_only": settle_only}
+
+
+def _measure(quiet_ms: int | None) -> dict[str, float]:
+    """One batch of ``DESKTOPS`` rollouts; ``quiet_ms`` None: the default quiet period."""
     from tests.bench import fresh_database, setup_django
 
     setup_django()
@@ -63,11 +75,13 @@ def run() -> dict[str, float | int]:
     host = f"bench-rollouts-{uuid.uuid4().hex[:6]}"
     desktop_root = Path(tempfile.mkdtemp(prefix="tandem-bench-rollout-desktops-"))
     media_root = Path(tempfile.mkdtemp(prefix="tandem-bench-rollout-media-"))
+    quiet = {} if quiet_ms is None else {"TANDEM_ROLLOUT_QUIET_MS": quiet_ms}
     local = override_settings(
         TANDEM_DISPLAY_RANGE=DISPLAYS,
         TANDEM_DESKTOP_ROOT=desktop_root,
         TANDEM_HOST=host,
         MEDIA_ROOT=media_root,
+        **quiet,
     )
     try:
         _flush_bench_redis()  # the jobs the run sends (resets, validation) go nowhere

@@ -53,6 +53,7 @@ from tests.e2e.workspace import (
     decided,
     eventually,
     live_workspace,
+    look,
     off_the_loop,
     start_task,
     wait_for_proposal,
@@ -270,7 +271,7 @@ def test_a_rollout_goes_to_annotators_from_its_first_wrong_step(
         page.get_by_role("button", name="Submit step").click()
         assert decided(a, 2).decision == Decision.CORRECTED
         for index in (3, 4):  # the model names the file, then finishes: both accepted
-            wait_for_proposal(page, index)
+            look(page, index)  # the Save As dialog opens, then closes, after its key
             page.keyboard.press("Enter")
         expect(page.get_by_role("heading", name="Episode ended: finished")).to_be_visible()
 

@@ -13,12 +13,11 @@ no address answers. Screenshots go to var/e2e-screenshots/.
 
 import json
 import subprocess
-import time
 from typing import Any
 
 import pytest
 from django.core.files.storage import default_storage
-from playwright.sync_api import Page, expect
+from playwright.sync_api import expect
 
 from annotation import demo_basics, importer
 from annotation.management.commands.seed_demo import DEMO_TASKS
@@ -38,9 +37,9 @@ from tests.e2e.workspace import (
     decided,
     eventually,
     live_workspace,
+    look,
     off_the_loop,
     start_task,
-    wait_for_proposal,
 )
 from tests.fake_model_server import Reply
 from vm_pool import pool
@@ -60,17 +59,8 @@ ANSWERS = [
     "Thought: I name the file title.txt.\nAction: type(content='title.txt\\n')",
     f"Thought: The title is saved in title.txt.\nAction: finished(content='{TITLE}')",
 ]
-LOOK_S = 2.0
 # What a browser shows when a page cannot be reached, as OCR reads it.
 ERROR_PAGE_WORDS = ("ERR_", "can't be reached", "DNS_PROBE", "No internet", "is not available")
-
-
-def look(page: Page, index: int) -> None:
-    """Look at the open step for a moment, as people do: a screen that changed meanwhile (a
-    dialog closing late) brings a newer observation and proposal, decided on instead."""
-    wait_for_proposal(page, index)
-    time.sleep(LOOK_S)
-    wait_for_proposal(page, index)
 
 
 def answer(body: Any) -> Reply | None:

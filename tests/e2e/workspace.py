@@ -90,6 +90,18 @@ def wait_for_proposal(page: Page, step: int) -> None:
     expect(page.get_by_test_id("phase")).to_have_text("Your decision", timeout=30_000)
 
 
+LOOK_S = 2.0
+
+
+def look(page: Page, step: int) -> None:
+    """Look at the open step for a moment, as people do: a screen that changed meanwhile (a
+    dialog opening or closing late) brings a newer observation and proposal, decided on
+    instead; a decision sent for the older one would be refused as stale."""
+    wait_for_proposal(page, step)
+    time.sleep(LOOK_S)
+    wait_for_proposal(page, step)
+
+
 def click_desktop(page: Page, fx: float, fy: float) -> tuple[int, int]:
     """Click the live desktop at a fraction of its drawn box; the screen pixel expected there."""
     box = page.locator("[data-testid=desktop-vnc] canvas").bounding_box()
