@@ -407,7 +407,8 @@ def test_a_worker_killed_while_it_scores_a_rollout_leaves_it_to_be_scored_again(
         worker.wait()
     assert Rollout.objects.get(batch=batch).status == RolloutStatus.ENDED
 
-    with rollout_worker(host, beat, **env):
+    # The reaper that takes lost evaluations up runs every 5 s here, not every 30 s.
+    with rollout_worker(host, beat, **env, TANDEM_REAP_INTERVAL_SECONDS="5"):
         batch = finished(batch, 120)
     rollout = Rollout.objects.select_related("episode").get(batch=batch)
     assert (rollout.status, rollout.verdict, rollout.attempt) == (RolloutStatus.VALIDATED, True, 1)
