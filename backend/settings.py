@@ -148,6 +148,8 @@ CELERY_TASK_ROUTES = {
     # Offline evaluation is batch work over recorded steps, like exports.
     "annotation.jobs.evaluate_model_version": {"queue": "exports"},
     "annotation.jobs.*": {"queue": "default"},
+    # Archives of task files are batch work too: never on the desktops' queue.
+    "vm_pool.jobs.store_task_file_archive": {"queue": "exports"},
     "vm_pool.jobs.*": {"queue": "desktops"},
     # Training runs only on GPU workers, which consume `train` and nothing else.
     "model_serving.jobs.run_finetune_job": {"queue": "train"},
@@ -245,6 +247,14 @@ TANDEM_DOWNLOAD_ALLOWED_HOSTS = [
 # An archive of task files uploaded at once (vm_pool.task_file_archives): the request body and
 # the files it holds, unpacked, are each at most this; each file at most TANDEM_DOWNLOAD_MAX_BYTES.
 TANDEM_TASK_ARCHIVE_MAX_BYTES = env_int("TANDEM_TASK_ARCHIVE_MAX_BYTES", 1024 * 1024 * 1024)
+# At most this many entries; no zip entry, nor a zip's files together, unpacking to more than
+# this many times its packed size. An upload over TANDEM_TASK_ARCHIVE_BACKGROUND_BYTES is read by
+# a job, not its request; reading stops after the request's or the job's seconds.
+TANDEM_TASK_ARCHIVE_MAX_MEMBERS = env_int("TANDEM_TASK_ARCHIVE_MAX_MEMBERS", 5000)
+TANDEM_TASK_ARCHIVE_MAX_RATIO = env_int("TANDEM_TASK_ARCHIVE_MAX_RATIO", 200)
+TANDEM_TASK_ARCHIVE_BACKGROUND_BYTES = env_int("TANDEM_TASK_ARCHIVE_BACKGROUND_BYTES", 8 * 1024**2)
+TANDEM_TASK_ARCHIVE_REQUEST_SECONDS = env_int("TANDEM_TASK_ARCHIVE_REQUEST_SECONDS", 20)
+TANDEM_TASK_ARCHIVE_JOB_SECONDS = env_int("TANDEM_TASK_ARCHIVE_JOB_SECONDS", 600)
 
 # The queue: how long a claim holds a task without a heartbeat, and how often lapsed leases
 # are returned to the queue.

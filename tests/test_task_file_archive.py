@@ -3,7 +3,10 @@
 import hashlib
 import io
 import json
+import os
+import struct
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 from urllib.parse import quote
@@ -18,8 +21,9 @@ from annotation.models import Task
 from backend import body_limits
 from backend.accounts.models import User
 from backend.accounts.roles import Role
+from vm_pool import jobs, task_file_archives
 from vm_pool.downloads import fetch_task_file, store_task_file
-from vm_pool.models import TaskFile
+from vm_pool.models import TaskFile, TaskFileArchive
 from vm_pool.task_file_urls import EMPTY_CHROME_HISTORY_URL, missing_urls, task_file_urls
 
 pytestmark = pytest.mark.django_db
@@ -226,6 +230,220 @@ def test_the_archive_route_takes_a_larger_body_than_one_file(settings):
         settings.TANDEM_TASK_ARCHIVE_MAX_BYTES + body_limits.MULTIPART_OVERHEAD_BYTES
     )
     assert archive_limit > body_limits.limit_for("/api/task-files/")
+
+
+# Bounded work: caps checked before and while reading, a tar read once, large uploads as a job
+
+
+def problem_messages(response) -> list[str]:
+    return [p["message"] for p in response.json()["error"]["details"]["problems"]]
+
+
+def headers_only_tar(count: int, mode: str) -> bytes:
+    """``count`` empty files named by URL: nothing but headers."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=mode) as archive:
+        for i in range(count):
+            archive.addfile(tarfile.TarInfo(quote(f"https://files.example/{i}", safe="")))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(("mode", "name"), [("w", "files.tar"), ("w:gz", "files.tar.gz")])
+def test_a_tar_of_headers_only_is_refused_at_the_member_count(manager_client, settings, mode, name):
+    archive = headers_only_tar(13_000, mode)
+    most = settings.TANDEM_TASK_ARCHIVE_MAX_MEMBERS
+
+    started = time.monotonic()
+    response = post_archive(manager_client, archive, name)
+    elapsed = time.monotonic() - started
+
+    print(f"{name}: {len(archive):,} bytes of 13,000 headers refused in {elapsed:.2f} s")
+    assert response.status_code == 400
+    assert problem_messages(response) == [
+        f"the archive holds more than {most:,} entries; at most {most:,}"
+    ]
+    assert elapsed < 10
+    assert not TaskFile.objects.exists()
+
+
+class CountingReader(io.BytesIO):
+    """An upload that counts the bytes read from it."""
+
+    bytes_read = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        self.bytes_read += len(data)
+        return data
+
+
+def test_a_tar_gz_with_its_index_last_is_read_once(manager):
+    files = {f"files/{i:03d}.bin": os.urandom(4096) for i in range(200)}
+    index = {f"{HOST}/files/{i:03d}.bin": path for i, path in reversed(list(enumerate(files)))}
+    archive = tar_gz_of({**files, "index.json": json.dumps(index).encode()})
+    upload = CountingReader(archive)
+
+    started = time.monotonic()
+    report = task_file_archives.store_archive(upload, manager, seconds=60)
+    elapsed = time.monotonic() - started
+
+    print(f"{len(archive):,} bytes, index last, stored in {elapsed:.2f} s")
+    assert report.counts() == {"stored": 200, "replaced": 0, "unchanged": 0}
+    # One pass, plus the look at its end that tells a zip from a tar.
+    assert upload.bytes_read < len(archive) + 128 * 1024
+    assert fetch_task_file(f"{HOST}/files/000.bin") == files["files/000.bin"]
+    assert fetch_task_file(f"{HOST}/files/199.bin") == files["files/199.bin"]
+
+
+def test_a_zip_bomb_is_refused_by_its_ratio_and_nothing_is_stored(manager_client, settings):
+    archive = zip_of({quote(SHEET_URL, safe=""): bytes(50 * 1024 * 1024), "index.txt": b"x"})
+    ratio = settings.TANDEM_TASK_ARCHIVE_MAX_RATIO
+
+    response = post_archive(manager_client, archive)
+
+    assert response.status_code == 400
+    messages = problem_messages(response)
+    assert any(
+        m.startswith("it unpacks to 52,428,800 bytes from") and f"more than {ratio}×" in m
+        for m in messages
+    ), messages
+    assert any(m.startswith("its files come to 52,428,800 bytes unpacked") for m in messages)
+    assert not TaskFile.objects.exists()
+
+
+def test_a_zip_entry_that_holds_more_than_it_declares_is_read_no_further(manager_client):
+    archive = bytearray(zip_of({quote(SHEET_URL, safe=""): bytes(20 * 1024 * 1024)}))
+    for signature, offset in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        at = archive.index(signature)
+        struct.pack_into("<I", archive, at + offset, 1000)  # uncompressed size: 1,000 bytes
+
+    response = post_archive(manager_client, bytes(archive))
+
+    assert response.status_code == 400
+    # Reading stops at the declared size, where the checksum of what was read is wrong.
+    [message] = problem_messages(response)
+    assert message.startswith("it cannot be read: Bad CRC-32"), message
+    assert not TaskFile.objects.exists()
+
+
+def test_a_zip_declaring_too_many_entries_is_refused_before_its_directory_is_read(
+    manager_client, settings
+):
+    settings.TANDEM_TASK_ARCHIVE_MAX_MEMBERS = 10
+    archive = zip_of({quote(f"{HOST}/{i}", safe=""): b"x" for i in range(11)})
+
+    response = post_archive(manager_client, archive)
+
+    assert response.status_code == 400
+    assert problem_messages(response) == ["the archive holds 11 entries; at most 10"]
+
+
+def test_a_tar_entry_with_huge_headers_is_refused(manager_client):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo(quote(SHEET_URL, safe=""))
+        info.pax_headers = {"comment": "x" * (4 * 1024 * 1024)}
+        tar.addfile(info)
+
+    response = post_archive(manager_client, buffer.getvalue(), "files.tar.gz")
+
+    assert response.status_code == 400
+    assert "headers (long names, pax records) are over" in problem_messages(response)[0]
+    assert not TaskFile.objects.exists()
+
+
+def test_an_archive_that_outlasts_its_time_is_refused(manager_client, settings):
+    settings.TANDEM_TASK_ARCHIVE_REQUEST_SECONDS = 0
+
+    response = post_archive(manager_client, zip_of({quote(SHEET_URL, safe=""): b"sheet"}))
+
+    assert response.status_code == 400
+    assert problem_messages(response) == ["it could not be read within 0 s"]
+    assert not TaskFile.objects.exists()
+
+
+def test_a_large_archive_is_stored_by_a_job_whose_progress_reaches_one(
+    manager_client, manager, settings, media
+):
+    settings.TANDEM_TASK_ARCHIVE_BACKGROUND_BYTES = 1024
+    sheet = os.urandom(300 * 1024)  # more than one read of the stream
+    store_task_file(GOLD_URL, b"gold", TaskFile.Source.FETCHED)
+    index = {GOLD_URL: "gold.xlsx", SHEET_URL: "calc/Sales.xlsx"}
+    archive = tar_gz_of(
+        {"calc/Sales.xlsx": sheet, "gold.xlsx": b"gold", "index.json": json.dumps(index).encode()}
+    )
+
+    response = post_archive(manager_client, archive, "files.tar.gz")
+
+    assert response.status_code == 202, response.content[:2000]
+    queued = response.json()
+    assert response["Location"] == queued["url"]
+    assert queued["url"].endswith(f"/api/task-files/archives/{queued['id']}/")
+    assert (queued["status"], queued["progress"], queued["size_bytes"]) == (
+        "queued",
+        0.0,
+        len(archive),
+    )
+    assert queued["uploaded_by"] == manager.username
+    assert not TaskFile.objects.filter(url=SHEET_URL).exists()
+
+    jobs.store_task_file_archive(queued["id"])  # what the worker runs, in this process
+
+    done = manager_client.get(queued["url"]).json()
+    assert (done["status"], done["progress"]) == ("done", 1.0)
+    assert done["counts"] == {"stored": 1, "replaced": 0, "unchanged": 1}
+    assert {f["url"]: f["result"] for f in done["files"]} == {
+        SHEET_URL: "stored",
+        GOLD_URL: "unchanged",
+    }
+    assert done["finished_at"] is not None and done["problems"] == []
+    assert fetch_task_file(SHEET_URL) == sheet
+    assert TaskFile.objects.get(url=SHEET_URL).uploaded_by == manager
+    assert not any((media / "task-file-archives").iterdir())  # the upload is not kept
+
+    jobs.store_task_file_archive(queued["id"])  # a second delivery changes nothing
+    assert manager_client.get(queued["url"]).json() == done
+
+
+def test_a_bad_large_archive_fails_with_every_problem_and_stores_nothing(
+    manager_client, settings, media
+):
+    settings.TANDEM_TASK_ARCHIVE_BACKGROUND_BYTES = 1024
+    settings.TANDEM_DOWNLOAD_MAX_BYTES = 4096
+    archive = tar_gz_of(
+        {
+            quote(SHEET_URL, safe=""): os.urandom(2000),
+            quote(GOLD_URL, safe=""): os.urandom(5000),
+            "readme.txt": b"hello",
+            quote("https://files.example:99999/a.txt", safe=""): b"x",
+        },
+        links={quote(DOC_URL, safe=""): "/etc/shadow"},
+    )
+
+    response = post_archive(manager_client, archive, "files.tar.gz")
+    assert response.status_code == 202, response.content[:2000]
+    jobs.store_task_file_archive(response.json()["id"])
+
+    failed = manager_client.get(response.json()["url"]).json()
+    assert failed["status"] == "failed"
+    assert failed["error"] == "The archive has 4 problems; nothing was stored."
+    assert failed["counts"] == {"problems": 4}
+    messages = " | ".join(p["message"] for p in failed["problems"])
+    assert "larger than the 4096 bytes download limit" in messages
+    assert "symbolic link" in messages
+    assert "each file is named by its URL" in messages
+    assert "port is not a number" in messages
+    assert not TaskFile.objects.exists()
+    assert not any((media / "task-file-archives").iterdir())
+
+
+def test_an_annotator_may_not_follow_an_archive_job(client_for, make_user, project, manager):
+    job = TaskFileArchive.objects.create(name="files.zip", size_bytes=1, uploaded_by=manager)
+    annotator = make_user("ann", project, Role.ANNOTATOR)
+
+    response = client_for(annotator).get(f"/api/task-files/archives/{job.pk}/")
+
+    assert response.status_code == 403
 
 
 # What a task takes from the cache, and what the cache lacks

@@ -3,7 +3,8 @@
 Jobs that touch a desktop's processes run on the queue of the host that owns it,
 ``desktops.<host>``; every host's worker consumes its own queue (and the shared ``desktops``
 queue for fan-out). Beat runs ``maintain_all_hosts`` and ``check_all_hosts``, which send one
-job to each registered host.
+job to each registered host. ``store_task_file_archive`` (a large upload of task files) runs on
+``exports``, with the other batch work.
 """
 
 from typing import Any
@@ -12,7 +13,7 @@ from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
 
-from vm_pool import pool
+from vm_pool import pool, task_file_archives
 from vm_pool.models import DesktopHost, host_queue
 
 
@@ -24,6 +25,14 @@ def start_desktop(desktop_id: int) -> str:
 @shared_task(name="vm_pool.jobs.reset_desktop", acks_late=True)
 def reset_desktop(desktop_id: int) -> str:
     return pool.reset_desktop(desktop_id).status
+
+
+@shared_task(
+    name="vm_pool.jobs.store_task_file_archive", acks_late=True, reject_on_worker_lost=True
+)
+def store_task_file_archive(archive_id: int) -> None:
+    """Check and store an uploaded archive of task files (``vm_pool.task_file_archives``)."""
+    task_file_archives.run_archive_job(archive_id)
 
 
 @shared_task(name="vm_pool.jobs.maintain_host")

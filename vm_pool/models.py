@@ -1,4 +1,5 @@
-"""What PostgreSQL knows about the environment: desktops, their templates, streams, screenshots."""
+"""What PostgreSQL knows about the environment: desktops, their templates, streams, screenshots,
+task files and the jobs that store archives of them."""
 
 from django.conf import settings
 from django.db import models
@@ -223,3 +224,57 @@ class TaskFile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.url} ({self.size_bytes} bytes, {self.source})"
+
+
+class TaskFileArchive(models.Model):
+    """A large archive of task files, checked and stored by a background job
+    (``vm_pool.task_file_archives``): its progress, then what became of each file, or every
+    reason the archive was refused (nothing stored)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    name = models.CharField(max_length=255, blank=True, help_text="The uploaded file's name.")
+    file = models.FileField(
+        max_length=200, blank=True, help_text="The upload in storage, until the job is done."
+    )
+    size_bytes = models.PositiveBigIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    progress = models.FloatField(default=0.0)
+    counts = models.JSONField(
+        default=dict, blank=True, help_text="stored, replaced and unchanged; or problems."
+    )
+    files = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Each file's url, path, sha256, size_bytes and result.",
+    )
+    problems = models.JSONField(
+        default=list, blank=True, help_text="Why the archive was refused: [{entry, url, message}]."
+    )
+    error = models.TextField(blank=True)
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(progress__gte=0) & Q(progress__lte=1),
+                name="task_file_archive_progress_0_1",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"task-file archive {self.pk} ({self.status})"
