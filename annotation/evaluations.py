@@ -8,9 +8,13 @@ for ``TANDEM_EVALUATION_QUIET_MS`` (at most ``EVALUATION_QUIET_LIMIT_S``). A pro
 what the last step started: GTK's Save As dialog closes and its file is written about half a
 second after the Enter that confirmed it, while a model answering "finished" at once, or a
 person quick on the button, has already ended the episode. OSWorld sleeps a fixed 20 s there.
-It runs the postconfig, the getters and the metrics, stores the score (``task_success``, 0–1)
-and each metric's details on the episode, and only then releases the desktop (whose reset
-follows). An evaluator that cannot run stores ``failed`` with its reason, never a score.
+It runs the postconfig and the getters here, the metrics in the evaluation jail
+(``vm_pool.evaluation.jail``: what the desktop left is opened only there, with limits), stores
+the score (``task_success``, 0–1) and each metric's details on the episode, and only then
+releases the desktop (whose reset follows). An evaluator that cannot run stores ``failed`` with
+its reason, never a score; one whose files broke a limit of the jail stores ``failed`` with the
+limit named (``limit`` in ``evaluation``: "memory", "cpu", "time", "spreadsheet cells", …), and
+is not sent again.
 
 The desktop stays the episode's generation throughout: if it was lost meanwhile (its lease
 lapsed, the pool reset it), nothing is read from whatever it shows now.
@@ -23,12 +27,14 @@ visibility timeout, an hour. ``recover_lost`` (periodic) finds a pending evaluat
 ``TANDEM_EVALUATION_STALE_SECONDS``: one that never started, or whose evaluator only reads the
 desktop, is sent again as the next attempt; one whose postconfig may have run (it changes the
 desktop: saves, closes, types) is not read again from a desktop half-changed, and ends ``failed``
-with the reason, its desktop released, as does one lost ``MAX_ATTEMPTS`` times. A superseded
-attempt stores nothing and releases nothing.
+with the reason, its desktop released, as does one lost ``MAX_ATTEMPTS`` times. A job still at
+work ``EVALUATION_LEASE_S`` after it started stops beating; one found silent after beating that
+long is taken for stuck, ends ``failed`` with the limit "time" and is not sent again. A superseded attempt stores nothing and releases
+nothing.
 """
 
 import logging
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -49,7 +55,8 @@ logger = logging.getLogger(__name__)
 EVALUATE_JOB = "annotation.jobs.evaluate_episode"
 
 SCORED_OUTCOMES = (EpisodeOutcome.FINISHED, EpisodeOutcome.CALL_USER, EpisodeOutcome.MAX_STEPS)
-# How long the desktop stays leased for its evaluation (postconfigs sleep, documents are read).
+# How long the desktop stays leased for its evaluation (postconfigs sleep, documents are read),
+# and how long its job may take: past it, its heartbeat stops and it is taken for stuck.
 EVALUATION_LEASE_S = 600
 # How long the wait for a still screen may take: a clock or a video never stands still.
 EVALUATION_QUIET_LIMIT_S = 10.0
@@ -60,6 +67,7 @@ LOST_MIDWAY = {
     "the desktop: it is not read again"
 }
 LOST_TOO_OFTEN = {"error": f"its job was lost {MAX_ATTEMPTS} times"}
+STUCK = {"error": f"its job was still at work after {EVALUATION_LEASE_S} s", "limit": "time"}
 
 
 def scores(episode: Episode, outcome: str) -> bool:
@@ -123,7 +131,7 @@ def _store(
 def evaluate_episode(episode_id: int, attempt: int | None = None) -> None:
     """On the desktop's host: score the ended episode, then release its desktop. ``attempt``:
     the attempt this job was sent as (a job queued before attempts were counted is the first)."""
-    from vm_pool.evaluation.evaluator import EvaluationFailed, evaluate
+    from vm_pool.evaluation.evaluator import EvaluationFailed, NotScored, evaluate
 
     attempt = attempt or 1
     now = timezone.now()
@@ -141,7 +149,8 @@ def evaluate_episode(episode_id: int, attempt: int | None = None) -> None:
         return
     stored = False
     try:
-        with Heartbeat(_in_force(episode_id, attempt), stale_seconds() / 4, "evaluation_beat_at"):
+        rows = _in_force(episode_id, attempt)
+        with Heartbeat(rows, stale_seconds() / 4, "evaluation_beat_at", EVALUATION_LEASE_S):
             pool.renew_desktop_lease(
                 desktop_id, episode.annotator, EVALUATION_LEASE_S, episode.desktop_generation
             )
@@ -153,9 +162,10 @@ def evaluate_episode(episode_id: int, attempt: int | None = None) -> None:
             score = evaluate(control, episode.task.evaluator, gave_up, fetch_task_file)
     except (EvaluationFailed, pool.DesktopError, pool.DesktopLeaseLost, DownloadRefused) as error:
         logger.info("episode %s not scored: %s", episode.pk, error)
-        stored = _store(
-            episode.pk, attempt, EvaluationStatus.FAILED, None, {"error": str(error)[:1000]}
-        )
+        details = {"error": str(error)[:1000]}
+        if isinstance(error, NotScored) and error.limit:
+            details["limit"] = error.limit
+        stored = _store(episode.pk, attempt, EvaluationStatus.FAILED, None, details)
     else:
         if owns_desktop(episode):
             stored = _store(
@@ -174,6 +184,16 @@ def _release(episode: Episode) -> None:
         pool.release_desktop(
             episode.desktop_id, episode.annotator, generation=episode.desktop_generation
         )
+
+
+def _ran_past_limit(episode: Episode) -> bool:
+    """Did its job beat until its limit (stuck), rather than fall silent early (killed)?"""
+    started = datetime.fromisoformat(episode.evaluation["started_at"])
+    if timezone.is_naive(started):
+        started = started.replace(tzinfo=UTC)
+    beat = episode.evaluation_beat_at
+    alive = timedelta(seconds=EVALUATION_LEASE_S - stale_seconds())
+    return beat is not None and beat - started >= alive
 
 
 def recover_lost(now: Any = None) -> int:
@@ -204,6 +224,9 @@ def _recover(episode_id: int, before: Any) -> bool:
         started = "started_at" in episode.evaluation
         if episode.desktop is None or not owns_desktop(episode):
             _store(episode.pk, attempt, EvaluationStatus.FAILED, None, LOST_DESKTOP)
+        elif started and _ran_past_limit(episode):  # not sent again into what stuck it
+            _store(episode.pk, attempt, EvaluationStatus.FAILED, None, STUCK)
+            _release(episode)
         elif (started and episode.task.evaluator.get("postconfig")) or attempt >= MAX_ATTEMPTS:
             reason = LOST_MIDWAY if attempt < MAX_ATTEMPTS else LOST_TOO_OFTEN
             _store(episode.pk, attempt, EvaluationStatus.FAILED, None, reason)

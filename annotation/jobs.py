@@ -53,7 +53,17 @@ def execute_step(step_id: int) -> None:
     episodes.execute_step(step_id)
 
 
-@shared_task(name="annotation.jobs.evaluate_episode", acks_late=True)
+# Where the worker's pool enforces Celery's time limits (prefork), they bound an evaluation and
+# a validation; under threads the heartbeat's limit does (evaluations.py).
+VALIDATION_LIMIT_S = 300  # the judge's attempts with their waits, and a review's lookups
+
+
+@shared_task(
+    name="annotation.jobs.evaluate_episode",
+    acks_late=True,
+    soft_time_limit=evaluations.EVALUATION_LEASE_S,
+    time_limit=evaluations.EVALUATION_LEASE_S + 60,
+)
 def evaluate_episode(episode_id: int, attempt: int | None = None) -> None:
     evaluations.evaluate_episode(episode_id, attempt)
 
@@ -145,7 +155,14 @@ def run_rollout(self: Any, rollout_id: int, attempt: int) -> str:
         raise self.retry(countdown=rollouts.stale_seconds() / 4) from None
 
 
-@shared_task(name="annotation.jobs.validate_rollout", bind=True, acks_late=True, max_retries=None)
+@shared_task(
+    name="annotation.jobs.validate_rollout",
+    bind=True,
+    acks_late=True,
+    max_retries=None,
+    soft_time_limit=VALIDATION_LIMIT_S,
+    time_limit=VALIDATION_LIMIT_S + 30,
+)
 def validate_rollout(self: Any, rollout_id: int) -> bool | None:
     """V(s) of an ended rollout, once its task's evaluator (if any) has scored it."""
     try:

@@ -373,6 +373,17 @@ TANDEM_EVALUATION_STALE_SECONDS = env_int("TANDEM_EVALUATION_STALE_SECONDS", 60)
 TANDEM_ROLLOUT_QUIET_MS = env_int("TANDEM_ROLLOUT_QUIET_MS", 300)
 # An ended episode's evaluator reads its desktop once the screen stayed the same this long.
 TANDEM_EVALUATION_QUIET_MS = env_int("TANDEM_EVALUATION_QUIET_MS", 1000)
+# The evaluation jail (vm_pool/evaluation/jail.py), where what a desktop left is parsed: its
+# own host user (not root, below every desktop's uid), and its limits per evaluation.
+TANDEM_EVALUATION_UID = env_int("TANDEM_EVALUATION_UID", TANDEM_SANDBOX_UID_BASE - 1)
+TANDEM_EVALUATION_MEMORY_MB = env_int("TANDEM_EVALUATION_MEMORY_MB", 2048)  # address space
+TANDEM_EVALUATION_CPU_S = env_int("TANDEM_EVALUATION_CPU_S", 60)
+TANDEM_EVALUATION_WALL_S = env_int("TANDEM_EVALUATION_WALL_S", 90)
+TANDEM_EVALUATION_TMP_MB = env_int("TANDEM_EVALUATION_TMP_MB", 512)
+TANDEM_EVALUATION_FILE_MB = env_int("TANDEM_EVALUATION_FILE_MB", 256)
+TANDEM_EVALUATION_PROCESSES = env_int("TANDEM_EVALUATION_PROCESSES", 64)
+if TANDEM_EVALUATION_UID <= 0:
+    raise ValueError("TANDEM_EVALUATION_UID must be a user of its own, not root")
 # A branch task's replay of a rollout (annotation/branches.py) must show each recorded screen
 # but for this share of its pixels (a blinking caret is about 0.01% of 1280x800).
 TANDEM_BRANCH_REPLAY_TOLERANCE = float(env("TANDEM_BRANCH_REPLAY_TOLERANCE", "0.002"))

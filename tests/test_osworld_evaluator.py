@@ -192,6 +192,10 @@ def silent_since_long() -> datetime:
     return timezone.now() + timedelta(seconds=evaluations.stale_seconds() + 1)
 
 
+def claimed_now() -> dict:
+    return {"started_at": timezone.now().isoformat()}
+
+
 def desktop_status(desktop: Desktop) -> str:
     return Desktop.objects.get(pk=desktop.pk).status
 
@@ -226,7 +230,7 @@ def test_an_evaluation_lost_once_its_postconfig_may_have_run_is_not_read_again(
     evaluator = {**SAY_A, "postconfig": [{"type": "execute", "parameters": save}]}
     episode = ended_on(ready, make_user("ann"), project, "t", EpisodeOutcome.FINISHED, evaluator)
     # The row as a worker killed mid-evaluation leaves it: claimed, then silent.
-    Episode.objects.filter(pk=episode.pk).update(evaluation={"started_at": "2026-01-01T00:00"})
+    Episode.objects.filter(pk=episode.pk).update(evaluation=claimed_now())
 
     assert evaluations.recover_lost(silent_since_long()) == 1
     episode.refresh_from_db()
@@ -240,7 +244,7 @@ def test_an_evaluation_lost_midway_that_only_reads_is_read_again_and_one_lost_to
     ready, make_user, project
 ):
     episode = ended_on(ready, make_user("ann"), project, "t", EpisodeOutcome.FINISHED)
-    Episode.objects.filter(pk=episode.pk).update(evaluation={"started_at": "2026-01-01T00:00"})
+    Episode.objects.filter(pk=episode.pk).update(evaluation=claimed_now())
     assert evaluations.recover_lost(silent_since_long()) == 1  # reading twice changes nothing
     episode.refresh_from_db()
     assert (episode.evaluation_status, episode.evaluation_attempt) == (EvaluationStatus.PENDING, 2)
@@ -254,4 +258,23 @@ def test_an_evaluation_lost_midway_that_only_reads_is_read_again_and_one_lost_to
         EvaluationStatus.FAILED,
         evaluations.LOST_TOO_OFTEN,
     )
+    assert desktop_status(ready) == DesktopStatus.RESETTING
+
+
+def test_an_evaluation_that_beat_until_its_limit_is_stuck_and_not_sent_again(
+    ready, make_user, project
+):
+    """Its heartbeat stopped at the job's limit while the job was still at work: sending it
+    again would run into whatever stuck it."""
+    episode = ended_on(ready, make_user("ann"), project, "t", EpisodeOutcome.FINISHED)
+    started = timezone.now() - timedelta(seconds=evaluations.EVALUATION_LEASE_S + 5)
+    Episode.objects.filter(pk=episode.pk).update(
+        evaluation={"started_at": started.isoformat()},
+        evaluation_beat_at=started + timedelta(seconds=evaluations.EVALUATION_LEASE_S),
+    )
+    assert evaluations.recover_lost(silent_since_long()) == 1
+    episode.refresh_from_db()
+    assert (episode.evaluation_status, episode.evaluation_attempt) == (EvaluationStatus.FAILED, 1)
+    assert episode.evaluation == evaluations.STUCK
+    assert episode.evaluation["limit"] == "time"
     assert desktop_status(ready) == DesktopStatus.RESETTING

@@ -12,34 +12,45 @@ The evaluator is read as OSWorld reads it:
 ``infeasible`` scores 1 only when the episode ended by giving up (``call_user``, which the
 UI-TARS agent in OSWorld maps to FAIL); any other task scores 0 when it did.
 
+Two halves, on two sides of a boundary. Here, in the desktop host's worker: the postconfig and
+the getters, which talk to the desktop and gather what it gives back without opening it. In the
+evaluation jail (``vm_pool.evaluation.jail``): the readers and the metrics, which parse it.
+
 The result is a ``Score``: the value from 0 to 1 and, per metric, its score, what its getters
 returned (shortened) or the error that stopped it. A malformed evaluator, an unknown getter or
-metric, or a postconfig that fails is an ``EvaluationFailed``: no score at all rather than a
-wrong one.
+metric, or a postconfig that fails is an ``EvaluationFailed``; a file that broke a bound of the
+jail (memory, CPU, time, a spreadsheet's cells, an image's pixels, …) is ``NotScored`` with the
+limit named: no score at all rather than a wrong one.
 """
 
-import logging
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vm_pool.evaluation.getters import GETTERS, GetterError, Reading
-from vm_pool.evaluation.metrics import METRICS, MetricError
+from vm_pool.evaluation import jail
+from vm_pool.evaluation.getters import GETTERS, Gathered, GetterError, Reading, failed
+from vm_pool.evaluation.metrics import METRICS
 from vm_pool.providers.base import DesktopControl, DesktopError
 from vm_pool.setup_base import SetupFailed, SetupRun
 from vm_pool.setup_runner import run_steps
 
-logger = logging.getLogger(__name__)
-
 INFEASIBLE = "infeasible"
 FILE_GETTERS = ("vm_file", "cloud_file", "cache_file")
-SHOWN_CHARS = 300
 
 
 class EvaluationFailed(RuntimeError):
     """The evaluator could not run: nothing is scored."""
+
+
+class NotScored(EvaluationFailed):
+    """What the desktop left broke a bound of the evaluation jail; ``limit`` names it (None:
+    the jail could not tell which, or the evaluator is wrong)."""
+
+    def __init__(self, limit: str | None, reason: str) -> None:
+        super().__init__(f"{limit}: {reason}" if limit else reason)
+        self.limit = limit
 
 
 @dataclass
@@ -58,21 +69,6 @@ class Score:
             "metrics": self.metrics,
             "postconfig_log": self.postconfig_log,
         }
-
-
-def _shown(value: Any) -> Any:
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
-
-
-def _seen(config: Any, value: Any) -> Any:
-    """What a getter gave, as a person reads it: a file by where it came from (the desktop's
-    path, the task file's URL), not by the evaluation's own copy of it."""
-    if isinstance(config, dict) and config.get("type") in FILE_GETTERS:
-        if value is None:
-            return f"no file {config.get('path')}"
-        return _shown(config.get("path"))
-    return _shown(value)
 
 
 def _as_list(value: Any, count: int, name: str) -> list[Any]:
@@ -106,9 +102,11 @@ def evaluate(
     evaluator: dict[str, Any],
     gave_up: bool,
     fetch_url: Callable[[str], bytes],
+    limits: jail.JailLimits | None = None,
 ) -> Score:
-    """Run the postconfig, the getters and the metrics; ``gave_up``: the episode's last action
-    was ``call_user`` (OSWorld's FAIL)."""
+    """Run the postconfig and the getters here, the metrics in the jail (with the deployment's
+    limits unless given); ``gave_up``: the episode's last action was ``call_user`` (OSWorld's
+    FAIL)."""
     names = check(evaluator)
     run = SetupRun(control)
     try:
@@ -123,12 +121,22 @@ def evaluate(
         return Score(0.0, "the episode gave up (call_user)", postconfig_log=run.log)
     with tempfile.TemporaryDirectory(prefix="tandem-evaluation-") as folder:
         reading = Reading(control, Path(folder), fetch_url, run.outputs)
-        score = _score(reading, evaluator, names)
+        request = gather(reading, evaluator, names)
+        verdict = jail.run(request, Path(folder), limits or jail.limits_from_settings())
+    score = as_score(verdict)
     score.postconfig_log = run.log
     return score
 
 
-def _score(reading: Reading, evaluator: dict[str, Any], names: list[str]) -> Score:
+def as_score(verdict: dict[str, Any]) -> Score:
+    """A jail's checked verdict as a ``Score``, or ``NotScored``."""
+    if not verdict["scored"]:
+        raise NotScored(verdict["limit"], verdict["reason"])
+    return Score(verdict["value"], verdict["reason"], verdict["conjunction"], verdict["metrics"])
+
+
+def gather(reading: Reading, evaluator: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """The jail's request: per metric its name, options and what its getters gathered."""
     single = not isinstance(evaluator.get("func"), list)
     count = len(names)
     results = _as_list(evaluator.get("result"), count, "result")
@@ -137,42 +145,35 @@ def _score(reading: Reading, evaluator: dict[str, Any], names: list[str]) -> Sco
     conjunction = "single" if single else str(evaluator.get("conj", "and"))
     if conjunction not in ("single", "and", "or"):
         raise EvaluationFailed(f"'conj' must be 'and' or 'or', not {conjunction!r}")
-    details: list[dict[str, Any]] = []
-    scores: list[float] = []
+    metrics = []
     for index, name in enumerate(names):
-        value, detail = _one(reading, name, results[index], expected[index], options[index])
-        details.append({"index": index, "func": name, **detail})
-        scores.append(value)
-        decided = (conjunction == "and" and value == 0.0) or (conjunction == "or" and value == 1.0)
-        if decided:  # OSWorld stops here: the rest cannot change the score
-            skipped = range(index + 1, count)
-            details += [{"index": i, "func": names[i], "score": "skipped"} for i in skipped]
-            return Score(value, f"metric {index} ({name}) scored {value:g}", conjunction, details)
-    value = max(scores) if conjunction == "or" else sum(scores) / len(scores)
-    return Score(float(value), "every metric ran", conjunction, details)
+        if not isinstance(results[index], dict):
+            raise EvaluationFailed(f"metric {name}: 'result' must be a getter config")
+        if not isinstance(options[index] or {}, dict):
+            raise EvaluationFailed(f"metric {name}: 'options' must be an object")
+        metrics.append(
+            {
+                "func": name,
+                "options": options[index] or {},
+                "result": _gathered(reading, results[index]),
+                "result_label": _label(results[index]),
+                "expected": _gathered(reading, expected[index]) if expected[index] else None,
+                "expected_label": _label(expected[index]),
+            }
+        )
+    return {"conjunction": conjunction, "metrics": metrics}
 
 
-def _one(
-    reading: Reading, name: str, result: Any, expected: Any, options: Any
-) -> tuple[float, dict[str, Any]]:
-    """One metric over its getters: its score and what it saw."""
-    if not isinstance(result, dict):
-        raise EvaluationFailed(f"metric {name}: 'result' must be a getter config")
+def _label(config: Any) -> str | None:
+    """How a person names a file getter's file: its path on the desktop, or its URL."""
+    if isinstance(config, dict) and config.get("type") in FILE_GETTERS:
+        return str(config.get("path"))
+    return None
+
+
+def _gathered(reading: Reading, config: dict[str, Any]) -> Gathered:
     try:
-        actual = GETTERS[result["type"]](reading, result)
-        wanted = GETTERS[expected["type"]](reading, expected) if expected else None
-    except (GetterError, DesktopError, KeyError, ValueError, OSError) as error:
+        return GETTERS[config["type"]](reading, config)
+    except (GetterError, DesktopError, KeyError, ValueError, TypeError, OSError) as error:
         # OSWorld scores a metric whose file cannot be had as 0 (its "file not found").
-        return 0.0, {"score": 0.0, "error": f"getter: {type(error).__name__}: {error}"}
-    metric = METRICS[name]
-    arguments = (actual, wanted) if expected else (actual,)
-    try:
-        value = float(metric(*arguments, **(options or {})))
-    except MetricError as error:  # the evaluator is wrong, not the episode
-        raise EvaluationFailed(f"metric {name}: {error}") from error
-    except Exception as error:  # a document a metric cannot read scores 0, with its reason
-        logger.info("metric %s raised: %s", name, error)
-        detail = {"score": 0.0, "error": f"{type(error).__name__}: {error}"}
-        return 0.0, {**detail, "result": _seen(result, actual), "expected": _seen(expected, wanted)}
-    shown = {"result": _seen(result, actual), "expected": _seen(expected, wanted)}
-    return value, {"score": value, **shown}
+        return failed(f"getter: {type(error).__name__}: {error}")

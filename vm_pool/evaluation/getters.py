@@ -1,10 +1,20 @@
 """OSWorld's getters: what an evaluator reads from the desktop, or from the task's files.
 
-A getter takes the evaluation under way and its config (``{"type": ..., ...}``) and returns
-what the metric compares: a local file path (or None when the desktop has no such file), a
-string, a dict, a list. Files land in the evaluation's own folder, named by the config's
-``dest``. Everything on the desktop is read through its agent, inside its sandbox: files of
-HOME and ``/tmp``, a command's output, the running browser over its debugging port.
+A getter takes the evaluation under way and its config (``{"type": ..., ...}``) and gathers
+what the metric will compare, without opening it: it runs in the desktop host's worker, and
+everything it brings back was made on the desktop, so it is parsed only in the evaluation jail
+(``vm_pool.evaluation.jail``). What a getter returns is a ``Gathered`` record, plain JSON:
+
+- ``value``: a string, number, list or dict as it came (a command's output, the open tabs);
+- ``files``: files it put in the evaluation's folder, named by the config's ``dest`` (None where
+  the desktop has no such file); the metric gets their paths inside the jail;
+- ``read``: a file or a text that a reader of ``vm_pool.evaluation.readers`` turns into the
+  metric's value inside the jail (the browser's History database, its Bookmarks and Preferences
+  JSON, a spreadsheet's last row, a folder listing);
+- ``error``: why it could not be had (OSWorld scores such a metric 0, as its "file not found").
+
+Everything on the desktop is read through its agent, inside its sandbox: files of HOME and
+``/tmp``, a command's output, the running browser over its debugging port.
 
 Chrome is Chromium here (profile ``~/.config/chromium``). OSWorld reads the active tab's URL
 from the accessibility tree's address bar, which shows it without its scheme and then prefixes
@@ -15,20 +25,21 @@ Getters not listed in ``GETTERS`` are not supported here; ``manage.py osworld_co
 names them with the tasks they block.
 """
 
-import json
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from vm_pool.providers.base import DesktopControl
 from vm_pool.setup_browser import page_tabs
 
+Gathered = dict[str, Any]
+
 CHROME_PROFILE = "~/.config/chromium/Default"
 VLC_CONFIG = "~/.config/vlc/vlcrc"
 GIMP_CONFIG = "~/.config/GIMP/2.10"
+WALLPAPER_SETTINGS_BYTES = 64 * 1024
 
 
 class GetterError(RuntimeError):
@@ -51,6 +62,24 @@ class Reading:
             raise GetterError(f"{name!r} is not a file name")
         return target
 
+    def store(self, name: str, data: bytes) -> str:
+        """Put a file in the evaluation's folder; its name there."""
+        target = self.local(name)
+        target.write_bytes(data)
+        return target.name
+
+
+def value(found: Any) -> Gathered:
+    return {"kind": "value", "value": found}
+
+
+def read(reader: str, file: str | None = None, text: str | None = None, **config: Any) -> Gathered:
+    return {"kind": "read", "reader": reader, "file": file, "text": text, "config": config}
+
+
+def failed(error: str) -> Gathered:
+    return {"kind": "error", "error": error}
+
 
 def _require(config: dict[str, Any], key: str) -> Any:
     if key not in config:
@@ -69,57 +98,49 @@ def _files(config: dict[str, Any]) -> list[tuple[int, str, str]]:
     return [(0, str(path), str(config.get("dest") or Path(str(path)).name))]
 
 
-def _given(config: dict[str, Any], found: dict[int, str | None]) -> Any:
+def _given(config: dict[str, Any], found: dict[int, str | None]) -> Gathered:
     gives = config.get("gives", [0])
-    given = [found.get(i) for i in gives]
-    return given[0] if len(given) == 1 else given
+    return {"kind": "files", "files": [found.get(i) for i in gives], "single": len(gives) == 1}
 
 
-def vm_file(reading: Reading, config: dict[str, Any]) -> Any:
+def _one_file(gathered: Gathered) -> str | None:
+    names = gathered["files"]
+    return names[0] if names else None
+
+
+def vm_file(reading: Reading, config: dict[str, Any]) -> Gathered:
     found: dict[int, str | None] = {}
     for index, path, dest in _files(config):
         data = reading.control.read_file(path)
-        if data is None:
-            found[index] = None
-            continue
-        target = reading.local(dest)
-        target.write_bytes(data)
-        found[index] = str(target)
+        found[index] = None if data is None else reading.store(dest, data)
     return _given(config, found)
 
 
-def cloud_file(reading: Reading, config: dict[str, Any]) -> Any:
+def cloud_file(reading: Reading, config: dict[str, Any]) -> Gathered:
     found: dict[int, str | None] = {}
     for index, url, dest in _files(config):
-        target = reading.local(dest)
-        target.write_bytes(reading.fetch_url(url))
-        found[index] = str(target)
+        found[index] = reading.store(dest, reading.fetch_url(url))
     return _given(config, found)
 
 
-def cache_file(reading: Reading, config: dict[str, Any]) -> str:
+def cache_file(reading: Reading, config: dict[str, Any]) -> Gathered:
     """A file the postconfig's commands wrote (``stdout``/``stderr`` of an ``execute``)."""
     name = str(_require(config, "path"))
     if name not in reading.outputs:
         raise GetterError(f"no command of the postconfig wrote {name!r}")
-    target = reading.local(name)
-    target.write_text(reading.outputs[name])
-    return str(target)
+    return _given({}, {0: reading.store(name, reading.outputs[name].encode())})
 
 
-def content_from_vm_file(reading: Reading, config: dict[str, Any]) -> Any:
-    import pandas as pd
-
-    path = vm_file(reading, {"path": _require(config, "path")})
-    if config.get("file_type") == "xlsx" and config.get("file_content") == "last_row":
-        if path is None:
-            return None
-        return pd.read_excel(path).iloc[-1].astype(str).tolist()
-    raise GetterError(f"content_from_vm_file does not read {config.get('file_type')!r} files")
+def content_from_vm_file(reading: Reading, config: dict[str, Any]) -> Gathered:
+    if config.get("file_type") != "xlsx" or config.get("file_content") != "last_row":
+        raise GetterError(f"content_from_vm_file does not read {config.get('file_type')!r} files")
+    path = str(_require(config, "path"))
+    gathered = vm_file(reading, {"path": path, "dest": config.get("dest") or "content.xlsx"})
+    return read("xlsx_last_row", _one_file(gathered))
 
 
-def rule(reading: Reading, config: dict[str, Any]) -> Any:
-    return _require(config, "rules")
+def rule(reading: Reading, config: dict[str, Any]) -> Gathered:
+    return value(_require(config, "rules"))
 
 
 def _command(config: dict[str, Any]) -> list[str]:
@@ -131,45 +152,42 @@ def _command(config: dict[str, Any]) -> list[str]:
     raise GetterError("'command' must be a string or a list of strings")
 
 
-def vm_command_line(reading: Reading, config: dict[str, Any]) -> str:
-    return reading.control.run(_command(config), timeout=60).stdout
+def vm_command_line(reading: Reading, config: dict[str, Any]) -> Gathered:
+    return value(reading.control.run(_command(config), timeout=60).stdout)
 
 
-def vm_command_error(reading: Reading, config: dict[str, Any]) -> str:
-    return reading.control.run(_command(config), timeout=60).stderr
+def vm_command_error(reading: Reading, config: dict[str, Any]) -> Gathered:
+    return value(reading.control.run(_command(config), timeout=60).stderr)
 
 
-def vm_screen_size(reading: Reading, config: dict[str, Any]) -> dict[str, int]:
+def vm_screen_size(reading: Reading, config: dict[str, Any]) -> Gathered:
     screen = reading.control.observe(settle=False).screen
-    return {"width": screen.width, "height": screen.height}
+    return value({"width": screen.width, "height": screen.height})
 
 
-def vm_wallpaper(reading: Reading, config: dict[str, Any]) -> str:
-    """The desktop's wallpaper image (as ``change_wallpaper`` set it), in a local file; an
-    empty file when the desktop has none, as OSWorld gives it."""
+def vm_wallpaper(reading: Reading, config: dict[str, Any]) -> Gathered:
+    """The desktop's wallpaper image (as ``change_wallpaper`` set it), as a file; an empty file
+    when the desktop has none, as OSWorld gives it. Its settings file is one short line: a
+    longer one is not looked into."""
     from vm_pool.setup_desktop import WALLPAPER_CONFIG
 
-    target = reading.local(str(config.get("dest", "wallpaper")))
     settings = reading.control.read_file(WALLPAPER_CONFIG) or b""
+    if len(settings) > WALLPAPER_SETTINGS_BYTES:
+        raise GetterError(f"{WALLPAPER_CONFIG} is {len(settings)} bytes long")
     lines = settings.decode(errors="replace").splitlines()
     path = next((line.split("=", 1)[1] for line in lines if line.startswith("wallpaper=")), "")
     data = reading.control.read_file(path) if path else None
-    target.write_bytes(data or b"")
-    return str(target)
+    return _given({}, {0: reading.store(str(config.get("dest", "wallpaper")), data or b"")})
 
 
-def vm_window_size(reading: Reading, config: dict[str, Any]) -> dict[str, int] | None:
+def vm_window_size(reading: Reading, config: dict[str, Any]) -> Gathered:
     """The size of the window whose name holds ``app_class_name`` (OSWorld's key)."""
     name = str(_require(config, "app_class_name"))
     listed = reading.control.run(["wmctrl", "-lG"], timeout=10).stdout
-    for line in listed.splitlines():
-        parts = line.split(None, 7)
-        if len(parts) == 8 and name.lower() in parts[7].lower():
-            return {"width": int(parts[4]), "height": int(parts[5])}
-    return None
+    return read("window_size", text=listed, app_class_name=name)
 
 
-def list_directory(reading: Reading, config: dict[str, Any]) -> dict[str, Any]:
+def list_directory(reading: Reading, config: dict[str, Any]) -> Gathered:
     """A folder's tree as OSWorld gives it: {type, name, children}."""
     root = str(_require(config, "path"))
     listed = reading.control.run(
@@ -177,19 +195,7 @@ def list_directory(reading: Reading, config: dict[str, Any]) -> dict[str, Any]:
     )
     if listed.returncode != 0:
         raise GetterError(f"cannot list {root}: {listed.output[-200:]}")
-    tree: dict[str, Any] = {"type": "directory", "name": PurePosixPath(root).name, "children": []}
-    folders = {".": tree}
-    for line in sorted(listed.stdout.splitlines(), key=lambda entry: entry[2:]):
-        kind, _, relative = line.partition(" ")
-        parent = folders.get(str(PurePosixPath(relative).parent))
-        if parent is None:
-            continue
-        node: dict[str, Any] = {"type": "file", "name": PurePosixPath(relative).name}
-        if kind == "d":
-            node = {"type": "directory", "name": node["name"], "children": []}
-            folders[relative] = node
-        parent["children"].append(node)
-    return tree
+    return read("directory_tree", text=listed.stdout, root=root)
 
 
 # --- the browser ---------------------------------------------------------------------------
@@ -201,81 +207,78 @@ def _address_bar(url: str, config: dict[str, Any]) -> str:
     return f"{config.get('goto_prefix', 'https://')}{shown}"
 
 
-def active_url_from_accessTree(reading: Reading, config: dict[str, Any]) -> str | None:  # noqa: N802
-    tabs = page_tabs(reading.control)
-    return _address_bar(tabs[0]["url"], config) if tabs else None
+def _tabs(reading: Reading) -> list[dict[str, Any]]:
+    """The open pages, as the browser's DevTools list them (first: the active one)."""
+    return page_tabs(reading.control)
 
 
-def active_tab_url_parse(reading: Reading, config: dict[str, Any]) -> dict[str, Any] | None:
-    url = active_url_from_accessTree(reading, config)
-    if url is None:
-        return None
-    query = parse_qs(urlparse(url).query)
+def active_url_from_accessTree(reading: Reading, config: dict[str, Any]) -> Gathered:  # noqa: N802
+    tabs = _tabs(reading)
+    return value(_address_bar(str(tabs[0].get("url", "")), config) if tabs else None)
+
+
+def active_tab_url_parse(reading: Reading, config: dict[str, Any]) -> Gathered:
+    tabs = _tabs(reading)
+    if not tabs:
+        return value(None)
+    query = parse_qs(urlparse(_address_bar(str(tabs[0].get("url", "")), config)).query)
     found: dict[str, Any] = {key: query.get(key, [""])[0] for key in _require(config, "parse_keys")}
     for old, new in (config.get("replace") or {}).items():
         found[new] = found.pop(old)
     if config.get("split_list"):
-        found = {key: value.split(",") for key, value in found.items()}
-    return found
+        found = {key: found_value.split(",") for key, found_value in found.items()}
+    return value(found)
 
 
-def active_tab_info(reading: Reading, config: dict[str, Any]) -> dict[str, Any] | None:
-    tabs = page_tabs(reading.control)
+def active_tab_info(reading: Reading, config: dict[str, Any]) -> Gathered:
+    tabs = _tabs(reading)
     if not tabs:
-        return None
+        return value(None)
     tab = tabs[0]
     reply = reading.control.devtools(
         {"target": tab["id"], "expression": "document.body ? document.body.innerText : ''"}
     )
-    return {"title": tab.get("title", ""), "url": tab.get("url", ""), "content": reply.get("value")}
+    content = reply.get("value") if isinstance(reply, dict) else None
+    return value({"title": tab.get("title", ""), "url": tab.get("url", ""), "content": content})
 
 
-def open_tabs_info(reading: Reading, config: dict[str, Any]) -> list[dict[str, str]]:
-    tabs = page_tabs(reading.control)
-    return [{"title": t.get("title", ""), "url": t.get("url", "")} for t in tabs]
+def open_tabs_info(reading: Reading, config: dict[str, Any]) -> Gathered:
+    tabs = _tabs(reading)
+    return value([{"title": t.get("title", ""), "url": t.get("url", "")} for t in tabs])
 
 
-def _profile_json(reading: Reading, name: str) -> dict[str, Any] | None:
+def _profile_file(reading: Reading, name: str) -> str | None:
     data = reading.control.read_file(f"{CHROME_PROFILE}/{name}")
-    return json.loads(data) if data else None
+    return reading.store(name, data) if data else None
 
 
-def bookmarks(reading: Reading, config: dict[str, Any]) -> Any:
-    data = _profile_json(reading, "Bookmarks")
-    return data.get("roots", {}) if data else []
+def bookmarks(reading: Reading, config: dict[str, Any]) -> Gathered:
+    return read("chrome_bookmarks", _profile_file(reading, "Bookmarks"))
 
 
-def default_search_engine(reading: Reading, config: dict[str, Any]) -> str:
-    data = _profile_json(reading, "Preferences") or {}
-    provider = data.get("default_search_provider_data", {}).get("template_url_data", {})
-    return str(provider.get("short_name", "Google"))
+def default_search_engine(reading: Reading, config: dict[str, Any]) -> Gathered:
+    return read("chrome_search_engine", _profile_file(reading, "Preferences"))
 
 
-def history(reading: Reading, config: dict[str, Any]) -> list[tuple[Any, ...]] | None:
+def history(reading: Reading, config: dict[str, Any]) -> Gathered:
     data = reading.control.read_file(f"{CHROME_PROFILE}/History")
-    if data is None:
-        return None
-    target = reading.local(str(config.get("dest", "History")))
-    target.write_bytes(data)
-    with sqlite3.connect(target) as db:
-        rows = db.execute("SELECT url, title, last_visit_time FROM urls").fetchall()
-    db.close()
-    return rows
+    name = None if data is None else reading.store(str(config.get("dest", "History")), data)
+    return read("chrome_history", name)
 
 
 # --- application settings ------------------------------------------------------------------
 
 
-def vlc_config(reading: Reading, config: dict[str, Any]) -> str | None:
+def vlc_config(reading: Reading, config: dict[str, Any]) -> Gathered:
     return vm_file(reading, {"path": VLC_CONFIG, "dest": config.get("dest", "vlcrc")})
 
 
-def gimp_config_file(reading: Reading, config: dict[str, Any]) -> str | None:
+def gimp_config_file(reading: Reading, config: dict[str, Any]) -> Gathered:
     name = str(_require(config, "file_name"))
     return vm_file(reading, {"path": f"{GIMP_CONFIG}/{name}", "dest": config.get("dest", name)})
 
 
-GETTERS: dict[str, Callable[[Reading, dict[str, Any]], Any]] = {
+GETTERS: dict[str, Callable[[Reading, dict[str, Any]], Gathered]] = {
     "vm_file": vm_file,
     "cloud_file": cloud_file,
     "cache_file": cache_file,

@@ -17,73 +17,58 @@ read application state our getters do not fetch. compare_table's chart, pivot_ta
 and sparkline rules raise MetricError (see ``table``).
 """
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterator, Mapping
 
-from vm_pool.evaluation.metrics.archive import compare_archive
-from vm_pool.evaluation.metrics.chrome import (
-    is_expected_active_tab,
-    is_expected_active_tab_approximate,
-    is_expected_tabs,
-    is_expected_url_pattern_match,
-)
-from vm_pool.evaluation.metrics.docs import (
-    compare_docx_files,
-    compare_docx_tables,
-    compare_line_spacing,
-)
 from vm_pool.evaluation.metrics.errors import MetricError
-from vm_pool.evaluation.metrics.general import (
-    check_direct_json_object,
-    check_include_exclude,
-    check_json,
-    check_json_settings,
-    check_list,
-    compare_text_file,
-    diff_text_file,
-    exact_match,
-    file_contains,
-    fuzzy_match,
-    is_in_list,
-    literal_match,
-    match_in_list,
-)
-from vm_pool.evaluation.metrics.images import check_image_size, compare_images
-from vm_pool.evaluation.metrics.pdf import check_pdf_pages, compare_pdfs
-from vm_pool.evaluation.metrics.slides import compare_pptx_files
-from vm_pool.evaluation.metrics.table import compare_csv, compare_table
 
 __all__ = ["METRICS", "MetricError"]
 
-METRICS: dict[str, Callable[..., float]] = {
-    metric.__name__: metric
-    for metric in (
-        compare_table,
-        compare_csv,
-        compare_pptx_files,
-        compare_docx_files,
-        compare_docx_tables,
-        compare_line_spacing,
-        compare_pdfs,
-        check_pdf_pages,
-        exact_match,
-        match_in_list,
-        is_in_list,
-        fuzzy_match,
-        literal_match,
-        check_include_exclude,
-        check_direct_json_object,
-        check_list,
-        check_json,
-        check_json_settings,
-        compare_text_file,
-        diff_text_file,
-        file_contains,
-        is_expected_url_pattern_match,
-        is_expected_tabs,
-        is_expected_active_tab,
-        is_expected_active_tab_approximate,
-        compare_images,
-        check_image_size,
-        compare_archive,
-    )
+_MODULES: dict[str, str] = {
+    "compare_archive": "archive",
+    "is_expected_active_tab": "chrome",
+    "is_expected_active_tab_approximate": "chrome",
+    "is_expected_tabs": "chrome",
+    "is_expected_url_pattern_match": "chrome",
+    "compare_docx_files": "docs",
+    "compare_docx_tables": "docs",
+    "compare_line_spacing": "docs",
+    "check_direct_json_object": "general",
+    "check_include_exclude": "general",
+    "check_json": "general",
+    "check_json_settings": "general",
+    "check_list": "general",
+    "compare_text_file": "general",
+    "diff_text_file": "general",
+    "exact_match": "general",
+    "file_contains": "general",
+    "fuzzy_match": "general",
+    "is_in_list": "general",
+    "literal_match": "general",
+    "match_in_list": "general",
+    "check_image_size": "images",
+    "compare_images": "images",
+    "check_pdf_pages": "pdf",
+    "compare_pdfs": "pdf",
+    "compare_pptx_files": "slides",
+    "compare_csv": "table",
+    "compare_table": "table",
 }
+
+
+class _Metrics(Mapping[str, Callable[..., float]]):
+    """The metrics by name, each imported with its module when first asked for."""
+
+    def __getitem__(self, name: str) -> Callable[..., float]:
+        module = importlib.import_module(f"{__name__}.{_MODULES[name]}")
+        metric: Callable[..., float] = getattr(module, name)
+        return metric
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_MODULES)
+
+    def __len__(self) -> int:
+        return len(_MODULES)
+
+
+METRICS: Mapping[str, Callable[..., float]] = _Metrics()

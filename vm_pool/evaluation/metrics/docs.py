@@ -8,6 +8,8 @@ from odf.opendocument import load as load_odt
 from odf.text import P
 from rapidfuzz import fuzz
 
+from vm_pool.evaluation.bounds import NOT_A_VERDICT, check_zip
+
 
 def compare_docx_files(result: str | None, expected: str | None, **options: Any) -> float:
     """Compare the paragraphs' text of two .docx (or two .odt) documents.
@@ -23,6 +25,8 @@ def compare_docx_files(result: str | None, expected: str | None, **options: Any)
     try:
         paragraphs1 = _paragraph_texts(result, expected)
         paragraphs2 = _paragraph_texts(expected, result)
+    except NOT_A_VERDICT:
+        raise
     except Exception:  # an unreadable result scores 0
         return 0.0
     if paragraphs1 is None or paragraphs2 is None:
@@ -58,8 +62,10 @@ def compare_docx_files(result: str | None, expected: str | None, **options: Any)
 def _paragraph_texts(path: str, other: str) -> list[str] | None:
     """The document's paragraph texts; None unless both files are .docx or both .odt."""
     if path.endswith(".docx") and other.endswith(".docx"):
+        check_zip(path)
         return [p.text for p in Document(path).paragraphs]
     if path.endswith(".odt") and other.endswith(".odt"):
+        check_zip(path)
         return [_odt_paragraph_text(p) for p in load_odt(path).getElementsByType(P)]
     return None
 
@@ -80,7 +86,11 @@ def compare_docx_tables(result: str | None, expected: str | None) -> float:
     if not result or not expected:
         return 0.0
     try:
+        check_zip(result)
+        check_zip(expected)
         tables1, tables2 = Document(result).tables, Document(expected).tables
+    except NOT_A_VERDICT:
+        raise
     except Exception:  # an unreadable result scores 0
         return 0.0
     if len(tables1) != len(tables2):
@@ -104,6 +114,8 @@ def compare_line_spacing(result: str | None, expected: str | None) -> float:
         return 0.0
     try:
         paragraphs1, paragraphs2 = Document(result).paragraphs, Document(expected).paragraphs
+    except NOT_A_VERDICT:
+        raise
     except Exception:
         return 0.0
     if len(paragraphs1) != len(paragraphs2):

@@ -11,6 +11,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
+from vm_pool.evaluation.bounds import NOT_A_VERDICT
 from vm_pool.evaluation.metrics.errors import MetricError
 from vm_pool.evaluation.metrics.rules import match_value_to_rule
 
@@ -134,6 +135,8 @@ def check_json(result: str | None, rules: dict[str, Any], is_yaml: bool = False)
                 data = yaml.safe_load(f)
             else:
                 data = json.load(f)
+    except NOT_A_VERDICT:
+        raise
     except Exception:  # an unreadable or unparsable result scores 0
         return 0.0
     if is_yaml and data is None:

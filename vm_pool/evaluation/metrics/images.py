@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from vm_pool.evaluation.bounds import open_image
+
 _WINDOW = 7
 
 
@@ -21,8 +23,8 @@ def compare_images(result: str | None, expected: str | None, **options: Any) -> 
     """
     if not result or not expected:
         return 0.0
-    first = Image.open(result).convert("L")
-    second = Image.open(expected).convert("L")
+    first = open_image(result).convert("L")
+    second = open_image(expected).convert("L")
     # OSWorld takes the smaller size by tuple order (width first), not by area.
     size = min(first.size, second.size)
     first = first.resize(size, Image.Resampling.LANCZOS)
@@ -70,7 +72,7 @@ def check_image_size(result: str | None, rule: dict[str, Any]) -> float:
     """
     if result is None:
         return 0.0
-    image = Image.open(result)
+    image = open_image(result)
     # OSWorld's condition, precedence included: any image with a transparency key is cropped.
     if (rule.get("ignore_transparent", False) and image.mode in ("RGBA", "LA")) or (
         "transparency" in image.info

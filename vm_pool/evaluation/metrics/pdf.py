@@ -11,6 +11,7 @@ from typing import Any
 from pypdf import PdfReader
 from rapidfuzz import fuzz
 
+from vm_pool.evaluation.bounds import NOT_A_VERDICT, check_page_count, check_size
 from vm_pool.evaluation.metrics.errors import MetricError
 
 _RELATIONS = {"eq", "ne", "lt", "le", "gt", "ge"}
@@ -31,13 +32,23 @@ def compare_pdfs(result: str | list[str] | None, expected: str | list[str]) -> f
             continue
         try:
             score += fuzz.ratio(pdf_text(result_path), pdf_text(expected_path)) / 100.0
+        except NOT_A_VERDICT:
+            raise
         except Exception:  # a broken PDF is a failed pair, as in OSWorld
             continue
     return score / len(expected_paths)
 
 
+def _pages(path: str) -> list[Any]:
+    """A PDF's pages, refusing one with more than the evaluation reads (``bounds``)."""
+    check_size(path)
+    pages = list(PdfReader(path).pages)
+    check_page_count(len(pages))
+    return pages
+
+
 def pdf_text(path: str) -> str:
-    return "\n".join(page.extract_text() for page in PdfReader(path).pages).strip()
+    return "\n".join(page.extract_text() for page in _pages(path)).strip()
 
 
 def check_pdf_pages(pdf_file: str | None, rules: dict[str, Any]) -> float:
@@ -47,4 +58,4 @@ def check_pdf_pages(pdf_file: str | None, rules: dict[str, Any]) -> float:
     relation = rules["relation"]
     if relation not in _RELATIONS:
         raise MetricError(f"check_pdf_pages relation {relation!r} is not supported")
-    return float(getattr(operator, relation)(len(PdfReader(pdf_file).pages), rules["ref_value"]))
+    return float(getattr(operator, relation)(len(_pages(pdf_file)), rules["ref_value"]))

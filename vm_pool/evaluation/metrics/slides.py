@@ -14,6 +14,8 @@ from pptx import Presentation
 from pptx.enum.shapes import MSO_SHAPE_TYPE
 from pptx.enum.text import PP_ALIGN
 
+from vm_pool.evaluation.bounds import NOT_A_VERDICT, check_zip
+
 _DEFAULTS: dict[str, Any] = {
     "approximately_tolerance": 0.005,
     "examine_number_of_slides": True,
@@ -52,9 +54,13 @@ def compare_pptx_files(result: str | None, expected: str | None, **options: Any)
     if not result or not expected:
         return 0.0
     try:
+        check_zip(result)
         prs1 = Presentation(result)
+    except NOT_A_VERDICT:
+        raise
     except Exception:  # an unreadable result scores 0
         return 0.0
+    check_zip(expected)
     prs2 = Presentation(expected)
     opts = {name: options.get(name, default) for name, default in _DEFAULTS.items()}
     if opts["examine_number_of_slides"] and len(prs1.slides) != len(prs2.slides):

@@ -24,6 +24,7 @@ from openpyxl.worksheet.cell_range import MultiCellRange
 from openpyxl.worksheet.worksheet import Worksheet
 from rapidfuzz import fuzz
 
+from vm_pool.evaluation.bounds import NOT_A_VERDICT, check_sheets
 from vm_pool.evaluation.metrics.errors import MetricError
 from vm_pool.evaluation.metrics.rules import match_value_to_rule
 from vm_pool.evaluation.metrics.workbook import (
@@ -107,14 +108,20 @@ def compare_table(result: str | None, expected: str | None = None, **options: An
     if result is None or not os.path.exists(result):
         return 0.0
     try:
+        check_sheets(result)
         books = _Books(result, openpyxl.load_workbook(result), pd.ExcelFile(result))
+    except NOT_A_VERDICT:
+        raise
     except Exception:  # any unreadable result is the agent's failure
         return 0.0
     if expected is not None:
         try:
+            check_sheets(expected)
             books.expected_path = expected
             books.expected_xl = openpyxl.load_workbook(expected)
             books.expected_pd = pd.ExcelFile(expected)
+        except NOT_A_VERDICT:
+            raise
         except Exception as error:
             raise MetricError(f"expected workbook {expected!r} is unreadable: {error}") from error
     for rule in rules:
