@@ -326,10 +326,9 @@ class ValidationSettingsView(APIView):
     def put(self, request: Request, pk: int) -> Response:
         project = self._project(request, pk)
         access.require(request.user, project, Capability.RUN_ROLLOUTS)
-        given = validation.check_settings(self._without_markers(request.data))
-        kept_key = (project.validation_settings.get("judge") or {}).get("api_key")
-        if "judge" in given and "api_key" not in given["judge"] and kept_key:
-            given = {**given, "judge": {**given["judge"], "api_key": kept_key}}
+        given = validation.written_settings(
+            project.validation_settings, self._without_markers(request.data)
+        )
         project.validation_settings = given
         project.save(update_fields=["validation_settings"])
         return Response(self._shown(given))

@@ -19,6 +19,7 @@ from annotation.models import (
 )
 from annotation.task_support import files_missing
 from backend.accounts.roles import Capability, Role, role_allows
+from model_serving.endpoint_keys import API_KEY, endpoint, written
 from vm_pool.actions import Action, InvalidAction
 
 User = get_user_model()
@@ -35,9 +36,9 @@ def action_text(action: Any) -> str | None:
 
 
 # Model settings that are secrets: stored and handed to the proposer, never shown. A read says
-# whether each is set (``api_key_set``); a write that leaves one out keeps the stored one, and an
-# empty value clears it.
-SECRET_MODEL_SETTINGS = ("api_key",)
+# whether each is set (``api_key_set``); writes keep, replace or clear the key by the rules of
+# ``model_serving.endpoint_keys`` (a changed base_url clears it).
+SECRET_MODEL_SETTINGS = (API_KEY,)
 SECRET_SET_MARKERS = tuple(f"{key}_set" for key in SECRET_MODEL_SETTINGS)
 
 
@@ -73,7 +74,8 @@ class ProjectSerializer(serializers.ModelSerializer):
         help_text=(
             "Proposer, endpoint, model, sampling and prompt settings; shown to the project's "
             "managers only. Secrets (api_key) are write-only: a read shows api_key_set, a write "
-            "that leaves api_key out keeps it, an empty api_key clears it."
+            "that leaves api_key out keeps it while base_url stays the same endpoint and clears "
+            "it when base_url changes, an empty api_key clears it."
         ),
     )
     my_role = serializers.SerializerMethodField()
@@ -104,16 +106,15 @@ class ProjectSerializer(serializers.ModelSerializer):
         return None
 
     def validate_model_settings(self, settings: dict[str, Any]) -> dict[str, Any]:
+        if settings.get("base_url") not in ("", None):
+            try:
+                endpoint(settings["base_url"])
+            except ValueError as error:
+                raise serializers.ValidationError(f"base_url {error}.") from None
+        if settings.get(API_KEY) is not None and not isinstance(settings[API_KEY], str):
+            raise serializers.ValidationError(f"{API_KEY} must be a string.")
         stored = self.instance.model_settings if self.instance is not None else {}
-        for key in SECRET_MODEL_SETTINGS:
-            if key not in settings:
-                if key in stored:
-                    settings[key] = stored[key]
-            elif settings[key] in ("", None):
-                del settings[key]
-            elif not isinstance(settings[key], str):
-                raise serializers.ValidationError(f"{key} must be a string.")
-        return settings
+        return written(stored, settings)
 
     def to_representation(self, project: Project) -> dict[str, Any]:
         shown = super().to_representation(project)

@@ -24,6 +24,9 @@ Project settings (``Project.validation_settings``)::
 
     {"min_task_success": 1.0, "human_review": false,
      "judge": {"base_url": "http://judge:8000/v1", "model": "qwen2.5-vl-72b", "threshold": 0.5}}
+
+The judge's ``api_key`` is write-only and bound to ``judge.base_url``: a write that moves the
+judge to another endpoint without a key clears the stored one (``model_serving.endpoint_keys``).
 """
 
 from dataclasses import asdict, dataclass
@@ -35,7 +38,7 @@ from annotation import rollout_rules
 from annotation.models import Episode, EvaluationStatus, Review, Step
 from annotation.rollout_models import Rollout, RolloutStatus
 from backend.errors import DomainError
-from model_serving import judge
+from model_serving import endpoint_keys, judge
 from model_serving.uitars import action_text
 from vm_pool.actions import Action, ScreenSize
 from vm_pool.models import Screenshot
@@ -81,12 +84,27 @@ def check_settings(raw: Any) -> dict[str, Any]:
             raise SettingsInvalid(f"judge takes {sorted(JUDGE_KEYS)}")
         if not isinstance(given.get("base_url"), str) or not isinstance(given.get("model"), str):
             raise SettingsInvalid("judge needs base_url and model")
+        try:
+            endpoint_keys.endpoint(given["base_url"])
+        except ValueError as error:
+            raise SettingsInvalid(f"judge.base_url {error}") from None
+        if given.get("api_key") is not None and not isinstance(given["api_key"], str):
+            raise SettingsInvalid("judge.api_key is a string")
         threshold = given.get("threshold", DEFAULT_JUDGE_THRESHOLD)
         if isinstance(threshold, bool) or not isinstance(threshold, int | float):
             raise SettingsInvalid("judge.threshold is a score from 0 to 1")
         if not 0 <= threshold <= 1:
             raise SettingsInvalid("judge.threshold is a score from 0 to 1")
     return raw
+
+
+def written_settings(stored: dict[str, Any], raw: Any) -> dict[str, Any]:
+    """The settings a write asks for, checked, over the ``stored`` ones: the judge's key is
+    kept, replaced or cleared by the rules of ``model_serving.endpoint_keys``."""
+    given = check_settings(raw)
+    if "judge" not in given:
+        return given
+    return {**given, "judge": endpoint_keys.written(stored.get("judge") or {}, given["judge"])}
 
 
 def validate(rollout_id: int) -> bool | None:

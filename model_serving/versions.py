@@ -6,15 +6,18 @@ episodes B gets. The choice is a function of the episode id alone — B when the
 process and when a step is proposed again after a restart. (The salt differs from the held-out
 split's, so that held-out episodes are not all A or all B.)
 
-The proposer settings are the project's own (sampling, timeouts, API key…) with the version's
-endpoint, served model name, coordinate style and label on top; the label is recorded on the
-episode and on every proposal, which is what acceptance rates per version group by.
+The proposer settings are the project's own (sampling, timeouts…) with the version's endpoint,
+served model name, coordinate style and label on top; the label is recorded on the episode and
+on every proposal, which is what acceptance rates per version group by. The project's API key
+goes along only when the version is served at the project's own ``base_url``: a key is never
+sent to another host (``model_serving.endpoint_keys``).
 """
 
 import hashlib
 import re
 from typing import Any
 
+from model_serving.endpoint_keys import API_KEY, key_for
 from model_serving.models import ModelVersion
 
 AB_SALT = "tandem-ab:"
@@ -43,10 +46,13 @@ def choose_version(
 
 
 def proposer_settings(model_settings: dict[str, Any], version: ModelVersion) -> dict[str, Any]:
-    """The project's model settings with the version's endpoint and identity on top."""
-    kept = {k: v for k, v in model_settings.items() if k not in VERSION_KEYS}
+    """The project's model settings with the version's endpoint and identity on top, and the
+    project's key only where the version is served at the project's endpoint."""
+    kept = {k: v for k, v in model_settings.items() if k not in (*VERSION_KEYS, API_KEY)}
+    key = key_for(model_settings, version.base_url)
     return {
         **kept,
+        **({API_KEY: key} if key else {}),
         "proposer": "openai",
         "base_url": version.base_url,
         "model": version.served_name,

@@ -1,5 +1,6 @@
 """The rollout API: every endpoint × every role, bad batch requests that get a clear 400 and
-store nothing, steering, and the project's validation settings with a write-only judge key.
+store nothing, steering, and the project's validation settings with a write-only judge key
+bound to the judge's endpoint.
 
 Managers and engineers start and steer batches (``run_rollouts``); reviewers read them; an
 annotator is refused (403 where the project is named, 404 where the batch is looked up among
@@ -381,13 +382,96 @@ def test_the_judge_key_is_written_never_read_and_kept_until_replaced_or_removed(
 
     # Sent back as it was read, or with the key left out: the stored key stays.
     assert manager.put(url, read.json(), format="json").json() == expected
-    moved = {**judge, "base_url": "http://judge-2:8000/v1"}
-    assert manager.put(url, {"judge": moved}, format="json").json()["judge"]["api_key_set"]
-    assert Project.objects.get(pk=project.pk).validation_settings["judge"]["api_key"] == SECRET
+    assert manager.put(url, {"judge": judge}, format="json").json()["judge"]["api_key_set"]
+    assert stored_judge(project)["api_key"] == SECRET
 
     cleared = manager.put(url, {"judge": {**judge, "api_key": ""}}, format="json")
     assert cleared.json()["judge"]["api_key_set"] is False
-    assert not Project.objects.get(pk=project.pk).validation_settings["judge"]["api_key"]
+    assert "api_key" not in stored_judge(project)
+
+
+def stored_judge(project: Project) -> dict:
+    return Project.objects.get(pk=project.pk).validation_settings["judge"]
+
+
+JUDGE = {"base_url": "http://judge:8000/v1", "model": "qwen2.5-vl-72b", "threshold": 0.6}
+
+
+@pytest.fixture
+def keyed_judge(world, project, client_for):
+    """The manager's client, the validation URL, and a judge stored with the manager's key."""
+    users, _, _ = world
+    manager = client_for(users["manager"])
+    url = f"/api/projects/{project.pk}/validation/"
+    saved = manager.put(url, {"judge": {**JUDGE, "api_key": SECRET}}, format="json")
+    assert saved.json()["judge"]["api_key_set"] is True
+    return users, manager, url
+
+
+@pytest.mark.parametrize(
+    "moved_to",
+    [
+        "http://judge-2:8000/v1",  # another host
+        "http://judge:8001/v1",  # another port
+        "https://judge:8000/v1",  # another scheme
+        "http://judge:8000/v2",  # another path
+    ],
+)
+def test_re_pointing_the_judge_without_a_key_clears_the_stored_key(
+    keyed_judge, project, client_for, moved_to
+):
+    users, _, url = keyed_judge
+    engineer = client_for(users["engineer"])
+    read = engineer.get(url).json()  # sent back with the api_key_set marker the read shows
+    moved = engineer.put(url, {"judge": {**read["judge"], "base_url": moved_to}}, format="json")
+    assert moved.status_code == 200, moved.content
+    assert moved.json()["judge"] == {**JUDGE, "base_url": moved_to, "api_key_set": False}
+    assert stored_judge(project) == {**JUDGE, "base_url": moved_to}
+
+
+def test_re_pointing_the_judge_with_a_key_in_the_same_request_keeps_the_new_key(
+    keyed_judge, project
+):
+    _, manager, url = keyed_judge
+    moved = {**JUDGE, "base_url": "http://judge-2:8000/v1", "api_key": "sk-judge-2"}
+    assert manager.put(url, {"judge": moved}, format="json").json()["judge"]["api_key_set"]
+    assert stored_judge(project) == moved
+
+
+@pytest.mark.parametrize(
+    "same", ["http://judge:8000/v1", "http://judge:8000/v1/", "HTTP://Judge:8000/v1"]
+)
+def test_a_judge_write_to_the_same_endpoint_without_a_key_keeps_it(keyed_judge, project, same):
+    _, manager, url = keyed_judge
+    rewritten = {**JUDGE, "base_url": same, "threshold": 0.8}
+    written = manager.put(url, {"judge": rewritten}, format="json")
+    assert written.json()["judge"]["api_key_set"] is True
+    assert stored_judge(project)["api_key"] == SECRET
+
+
+@pytest.mark.parametrize(
+    ("judge", "message"),
+    [
+        (
+            {**JUDGE, "base_url": "judge:8000/v1"},
+            "judge.base_url must be an http:// or https:// URL with a host, not 'judge:8000/v1'",
+        ),
+        (
+            {**JUDGE, "base_url": "http://judge:99999/v1"},
+            "judge.base_url must be an http:// or https:// URL with a host, "
+            "not 'http://judge:99999/v1'",
+        ),
+        ({**JUDGE, "api_key": 42}, "judge.api_key is a string"),
+    ],
+)
+def test_a_bad_judge_endpoint_or_key_is_refused_and_the_stored_key_kept(
+    keyed_judge, project, judge, message
+):
+    _, manager, url = keyed_judge
+    response = manager.put(url, {"judge": judge}, format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["message"] == message
+    assert stored_judge(project) == {**JUDGE, "api_key": SECRET}
 
 
 @pytest.mark.parametrize(

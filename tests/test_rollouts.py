@@ -38,6 +38,7 @@ from annotation.models import (
 from annotation.rollout_models import BatchStatus, Rollout, RolloutBatch, RolloutStatus
 from annotation.rollouts import BatchRequest, create_batch, set_status
 from backend.accounts.models import User
+from model_serving.judge import JUDGE_PROMPT_VERSION
 from model_serving.models import ModelVersion
 from model_serving.uitars import to_model
 from tests.e2e.workspace import eventually
@@ -80,7 +81,9 @@ SCRIPTS = {
 }
 JUDGE = {
     "demo-text-editor": '{"score": 0.9, "reason": "The greeting was typed and saved."}',
-    "demo-terminal": 'Looking at it: {"score": 0.1, "reason": "It clicked the same spot."}',
+    "demo-terminal": (
+        'Looking at it:\n```\n{"score": 0.1, "reason": "It clicked the same spot."}\n```'
+    ),
     "demo-browser": '```json\n{"score": 0.0, "reason": "Nothing was done."}\n```',
     "demo-files": '{"score": 0.2, "reason": "No folder was made."}',
 }
@@ -272,7 +275,8 @@ def test_a_batch_of_twenty_rollouts_stops_judges_and_routes_each_as_its_trajecto
             )
             assert {name for name, ok in checks(rollout).items() if not ok} == failed, task
             judged = next(p for p in rollout.validation["parts"] if p["name"] == "judge")
-            assert judged["details"].get("prompt_version", "judge-v1") == "judge-v1"
+            version = judged["details"].get("prompt_version", JUDGE_PROMPT_VERSION)
+            assert version == JUDGE_PROMPT_VERSION
             assert rollout.validation["routed"] == ("sft" if verdict else "ct")
     for rollout in rows["demo-text-editor"]:
         assert parts(rollout) == {"rules": True, "evaluator": True, "judge": True}
