@@ -70,4 +70,5 @@ COPY --chmod=755 deploy/desktop/sudo /usr/local/bin/sudo
 USER user
 WORKDIR /home/user
 ENV PYTHONPATH=/opt/tandem
-CMD ["/opt/tandem/venv/bin/python", "-m", "vm_pool.agent", "--config", "/etc/tandem/agent.json"]
+# -s -P: nothing of HOME or the working directory on the agent's import path (vm_pool.agent).
+CMD ["/opt/tandem/venv/bin/python", "-s", "-P", "-m", "vm_pool.agent", "--config", "/etc/tandem/agent.json"]

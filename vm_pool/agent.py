@@ -1,12 +1,14 @@
 """The in-desktop agent: the session leader of one desktop, and its control endpoint.
 
-Run as ``python3 -m vm_pool.agent --config -`` with its config as JSON on standard input, so
-that no secret is ever in a file, on a command line or in an environment. The local provider
-starts it inside the desktop's sandbox (``vm_pool.sandbox``) as the desktop's own user; a
-container or cloud machine runs it as its main process. It starts Xvfb, the window manager, a
-view-only x11vnc and the template's autostart programs as its own children, so that the whole
-desktop ends with it. It then serves a small HTTP API, on a unix socket (local desktops) or a
-TCP port (containers, machines), for whoever owns the desktop:
+Run as ``python3 -s -P -m vm_pool.agent --config -`` with its config as JSON on standard input,
+so that no secret is ever in a file, on a command line or in an environment; ``-P`` and ``-s``
+keep the working directory (HOME) and HOME's site-packages off the import path, so nothing a
+desktop program writes can stand in for a module (``vm_pool`` is on a read-only PYTHONPATH).
+The local provider starts it inside the desktop's sandbox (``vm_pool.sandbox``) as the
+desktop's own user; a container or cloud machine runs it as its main process. It starts Xvfb,
+the window manager, a view-only x11vnc and the template's autostart programs as its own
+children, so that the whole desktop ends with it. It then serves a small HTTP API, on a unix
+socket (local desktops) or a TCP port (containers, machines), for whoever owns the desktop:
 
 - ``GET /health``: Xvfb, window manager and VNC server are alive and VNC greets a connection
 - ``POST /launch``: start a program in the desktop, ``{"argv": [...], "window_timeout": s}`` →
@@ -26,8 +28,9 @@ TCP port (containers, machines), for whoever owns the desktop:
 - ``POST /execute``: execute an action of the action space, ``{"action": {...}}``
 - ``GET /observe``: a PNG screenshot (``?settle=1`` waits until the screen settles)
 
-Every request must carry the desktop's agent key in ``X-Tandem-Agent-Key``. Programs get an
-environment built from nothing: the agent's own environment is never passed on.
+Every request must carry the desktop's agent key in ``X-Tandem-Agent-Key`` (the agent refuses
+to start with one shorter than ``MIN_KEY_CHARS``). Programs get an environment built from
+nothing: the agent's own environment is never passed on.
 
 The agent imports only the standard library at start (python-xlib for window lists, the
 capture stack for ``/observe``, on first use), so the system's ``python3`` runs it.
@@ -60,6 +63,10 @@ WM_READY_TIMEOUT = 20.0
 WINDOW_POLL_S = 0.05
 SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
 NOT_FOUND = 127  # the exit code of a shell asked for a program that does not exist
+MIN_KEY_CHARS = 32  # the platform's keys are 16 random bytes in hex
+# The tails of a command's output ``/run`` sends back, in characters (stderr, the two joined).
+RUN_STDOUT_CHARS = 1_000_000
+RUN_OUTPUT_CHARS = 20_000
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,10 @@ class AgentConfig:
     autostart: list[list[str]]
     window_manager: list[str]
     user: str = "user"
+
+    def __post_init__(self) -> None:
+        if len(self.agent_key) < MIN_KEY_CHARS:
+            raise ValueError(f"the agent key must have at least {MIN_KEY_CHARS} characters")
 
     @classmethod
     def load(cls, source: str) -> "AgentConfig":
@@ -277,16 +288,17 @@ class Desktop:
                 check=False,
             )
         except subprocess.TimeoutExpired as error:
-            return {"returncode": -1, "output": f"timed out after {timeout}s: {error.output!r}"}
+            tail = (error.output or b"")[-RUN_OUTPUT_CHARS // 4 :]  # 4 characters a byte at most
+            return {"returncode": -1, "output": f"timed out after {timeout}s: {tail!r}"}
         except FileNotFoundError as error:
             return {"returncode": 127, "output": str(error)}
         stdout = done.stdout.decode(errors="replace")
         stderr = done.stderr.decode(errors="replace")
         return {
             "returncode": done.returncode,
-            "output": (stdout + stderr)[-20_000:],
-            "stdout": stdout[-1_000_000:],
-            "stderr": stderr[-20_000:],
+            "output": (stdout + stderr)[-RUN_OUTPUT_CHARS:],
+            "stdout": stdout[-RUN_STDOUT_CHARS:],
+            "stderr": stderr[-RUN_OUTPUT_CHARS:],
         }
 
     def put_file(self, path: str, data: bytes) -> str:
@@ -341,7 +353,7 @@ def make_handler(desktop: Desktop) -> type[BaseHTTPRequestHandler]:
 
         def _authorised(self) -> bool:
             given = self.headers.get("X-Tandem-Agent-Key", "")
-            if hmac.compare_digest(given, desktop.config.agent_key):
+            if hmac.compare_digest(given.encode(), desktop.config.agent_key.encode()):
                 return True
             self._json(HTTPStatus.UNAUTHORIZED, {"error": "wrong or missing agent key"})
             return False

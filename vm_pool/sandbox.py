@@ -289,7 +289,7 @@ def sandbox_command(
             "--setenv", "LANG", "C.UTF-8",
             "--setenv", "PYTHONPATH", "/opt/tandem",
             "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
-            "/usr/bin/python3", "-m", "vm_pool.agent", "--config", "-",
+            "/usr/bin/python3", "-s", "-P", "-m", "vm_pool.agent", "--config", "-",
         ]  # fmt: skip
         argv = ["prlimit", f"--nproc={limits.processes}:{limits.processes}", "--"]
         argv += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]

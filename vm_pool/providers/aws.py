@@ -8,10 +8,23 @@ holds the desktop's secrets, keeps the desktop's user away from the instance met
 (which hands that same user-data to any local process that asks), and starts the agent as a
 systemd unit running as the desktop's user.
 
-Instances run in ``TANDEM_AWS_SUBNET_ID`` with ``TANDEM_AWS_SECURITY_GROUP_IDS``, which must let
-only the desktop workers and websockify reach ports 5900 (VNC) and 7000 (agent): a desktop is
-reached at its private address, never a public one. Tags name the desktop and the host that
-owns it, so that an instance whose id was never recorded is still found and terminated.
+Only the platform may reach a desktop's agent (port 7000) and view-only VNC server (5900), and
+the agent must know it is the platform:
+
+- an instance runs in ``TANDEM_AWS_SUBNET_ID`` (required) with no public address, whatever the
+  subnet's default: it is reached at its private address only;
+- its security groups, ``TANDEM_AWS_SECURITY_GROUP_IDS`` (required), must let only the desktop
+  workers and websockify reach those ports. They are read before every start, which is refused
+  while a rule opens a port to an address outside the private ranges (``0.0.0.0/0`` above all),
+  to a prefix list (whose addresses cannot be told from here), or to the desktops' own groups
+  (one desktop's programs would reach another's agent and screen);
+- the agent refuses every request without the desktop's agent key (``vm_pool.agent``), a secret
+  the pool makes for each desktop and makes anew at each reset (``vm_pool.pool``). The key
+  travels only in the user-data and in the client's requests: never in a tag, an argument, a
+  log or an API answer.
+
+Tags name the desktop and the host that owns it, so that an instance whose id was never
+recorded is still found and terminated.
 
 A start returns once the instance runs and its agent answers, or terminates the instance and
 fails after ``TANDEM_AWS_START_TIMEOUT``. A reset terminates the instance and runs a new one
@@ -20,10 +33,11 @@ would rather keep the instance and restore its root volume from a snapshot of th
 (EC2's ReplaceRootVolume), then start the agent with the new config.
 
 Tested against moto's EC2 server (a real HTTP API): the instance run from the AMI with its type,
-subnet, security groups, key and tags, the user-data and the config in it, health of an
-instance whose agent does not answer, start giving up, reset and stop terminating, unknown
-AMIs. Not tested: an AMI booting, cloud-init running the user-data, the metadata fence, the
-agent answering at an instance's private address (so a start that succeeds), EC2's timings and
+subnet, security groups, key and tags and no public address, security groups refused, the
+user-data and the config in it, health of an instance whose agent does not answer, start giving
+up, reset and stop terminating, unknown AMIs; and the agent's key on both ends over TCP. Not
+tested: an AMI booting, cloud-init running the user-data, the metadata fence, the agent
+answering at an instance's private address (so a start that succeeds), EC2's timings and
 eventual consistency.
 """
 
@@ -32,12 +46,14 @@ import shlex
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from ipaddress import ip_network
 from typing import Any, ClassVar
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 
+from vm_pool.agent import MIN_KEY_CHARS
 from vm_pool.agent_client import AgentClient
 from vm_pool.providers import desktop_image
 from vm_pool.providers.base import DesktopError, DesktopProvider, DesktopSpec, Endpoint, Health
@@ -48,6 +64,12 @@ NOT_TERMINATED = ["pending", "running", "stopping", "stopped"]
 POLL_SECONDS = 2.0
 METADATA_ADDRESS = "169.254.169.254"
 HEREDOC_END = "TANDEM_AGENT_CONFIG"
+DESKTOP_PORTS = (desktop_image.CONTROL_PORT, desktop_image.VNC_PORT)
+# The platform's private network: where a security group may let a desktop's ports be reached
+# from (RFC 1918 and IPv6 unique local addresses).
+PRIVATE_NETWORKS = tuple(
+    ip_network(block) for block in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
+)
 
 
 def user_data(spec: DesktopSpec) -> str:
@@ -66,10 +88,51 @@ def user_data(spec: DesktopSpec) -> str:
             f"chown {image.USER}:{image.USER} {image.CONFIG_PATH}",
             f"iptables -I OUTPUT -d {METADATA_ADDRESS} -m owner --uid-owner {image.USER} -j REJECT",
             f"systemd-run --unit=tandem-agent --uid={image.USER} --gid={image.USER}"
-            f" --working-directory={image.APP_DIR} {agent}",
+            f" --working-directory={image.APP_DIR} --setenv=PYTHONPATH={image.APP_DIR} {agent}",
             "",
         ]
     )
+
+
+def exposures(groups: list[dict[str, Any]]) -> list[str]:
+    """What in these security groups (as EC2 describes them) lets anyone but the platform's
+    private network reach a desktop's agent or VNC port; nothing when they are safe."""
+    own = {group["GroupId"] for group in groups}
+    found = []
+    for group in groups:
+        for rule in group.get("IpPermissions", []):
+            ports = [port for port in DESKTOP_PORTS if _opens(rule, port)]
+            if not ports:
+                continue
+            sources = [r["CidrIp"] for r in rule.get("IpRanges", [])]
+            sources += [r["CidrIpv6"] for r in rule.get("Ipv6Ranges", [])]
+            outsiders = [source for source in sources if not _private(source)]
+            outsiders += [f"prefix list {p['PrefixListId']}" for p in rule.get("PrefixListIds", [])]
+            outsiders += [
+                f"the desktops' own group {pair['GroupId']}"
+                for pair in rule.get("UserIdGroupPairs", [])
+                if pair.get("GroupId") in own
+            ]
+            found += [
+                f"{group['GroupId']} lets {who} reach port {port}"
+                for who in outsiders
+                for port in ports
+            ]
+    return found
+
+
+def _opens(rule: dict[str, Any], port: int) -> bool:
+    if rule["IpProtocol"] == "-1":  # all traffic
+        return True
+    if rule["IpProtocol"] not in ("tcp", "6"):
+        return False
+    return bool(rule.get("FromPort", 0) <= port <= rule.get("ToPort", 65535))
+
+
+def _private(cidr: str) -> bool:
+    network = ip_network(cidr, strict=False)
+    first, last = network.network_address, network.broadcast_address
+    return any(first in private and last in private for private in PRIVATE_NETWORKS)
 
 
 def _tags(spec: DesktopSpec) -> list[dict[str, str]]:
@@ -153,6 +216,18 @@ class AwsProvider(DesktopProvider):
                 "the aws provider takes HOME from the AMI; bake the template's home_template "
                 "into the AMI and leave the field empty"
             )
+        if len(spec.agent_key) < MIN_KEY_CHARS:
+            raise DesktopError(
+                f"desktop {spec.desktop_id} has no agent key of {MIN_KEY_CHARS} characters or more"
+            )
+        subnet, groups = settings.TANDEM_AWS_SUBNET_ID, settings.TANDEM_AWS_SECURITY_GROUP_IDS
+        if not subnet or not groups:
+            raise DesktopError(
+                "the aws provider needs TANDEM_AWS_SUBNET_ID and TANDEM_AWS_SECURITY_GROUP_IDS: "
+                "a private subnet, and security groups that let only the desktop workers and "
+                f"websockify reach ports {DESKTOP_PORTS[0]} and {DESKTOP_PORTS[1]}"
+            )
+        self._check_security_groups(groups)
         if deadline is None:
             deadline = time.monotonic() + settings.TANDEM_AWS_START_TIMEOUT
         request: dict[str, Any] = {
@@ -160,6 +235,16 @@ class AwsProvider(DesktopProvider):
             "InstanceType": settings.TANDEM_AWS_INSTANCE_TYPE,
             "MinCount": 1,
             "MaxCount": 1,
+            "NetworkInterfaces": [
+                {
+                    "DeviceIndex": 0,
+                    "SubnetId": subnet,
+                    "Groups": groups,
+                    # Never a public address, whatever the subnet gives its instances.
+                    "AssociatePublicIpAddress": False,
+                    "DeleteOnTermination": True,
+                }
+            ],
             "UserData": user_data(spec),
             "TagSpecifications": [
                 {"ResourceType": "instance", "Tags": _tags(spec)},
@@ -168,10 +253,6 @@ class AwsProvider(DesktopProvider):
             "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 1},
             "InstanceInitiatedShutdownBehavior": "terminate",
         }
-        if settings.TANDEM_AWS_SUBNET_ID:
-            request["SubnetId"] = settings.TANDEM_AWS_SUBNET_ID
-        if settings.TANDEM_AWS_SECURITY_GROUP_IDS:
-            request["SecurityGroupIds"] = settings.TANDEM_AWS_SECURITY_GROUP_IDS
         if settings.TANDEM_AWS_KEY_NAME:
             request["KeyName"] = settings.TANDEM_AWS_KEY_NAME
         with _ec2_errors(f"run an instance of {spec.image}"):
@@ -181,6 +262,16 @@ class AwsProvider(DesktopProvider):
         except BaseException:
             self._terminate(instance_id)
             raise
+
+    def _check_security_groups(self, group_ids: list[str]) -> None:
+        with _ec2_errors(f"describe security groups {', '.join(group_ids)}"):
+            groups = self._client().describe_security_groups(GroupIds=group_ids)
+        found = exposures(groups["SecurityGroups"])
+        if found:
+            raise DesktopError(
+                "the desktops' security groups let more than the platform's private network "
+                "in: " + "; ".join(found)
+            )
 
     def _wait_until_running(self, spec: DesktopSpec, instance_id: str, deadline: float) -> Endpoint:
         while True:
@@ -260,8 +351,9 @@ class AwsProvider(DesktopProvider):
                 for reservation in page["Reservations"]
                 for instance in reservation["Instances"]
             }
-        if spec.instance_id:
-            ids.add(spec.instance_id)
+        recorded = spec.instance_id
+        if recorded and recorded not in ids and self._not_terminated(recorded):
+            ids.add(recorded)
         for instance_id in sorted(ids):
             try:
                 with _ec2_errors(f"terminate instance {instance_id}"):
@@ -269,6 +361,16 @@ class AwsProvider(DesktopProvider):
             except DesktopError as error:
                 if not _not_found(error):
                     raise
+
+    def _not_terminated(self, instance_id: str) -> bool:
+        """Whether an instance is yet to be terminated: one already terminating is left alone
+        (its network interface, deleted with it, may be gone already)."""
+        try:
+            return self._describe(instance_id)["State"]["Name"] in NOT_TERMINATED
+        except DesktopError as error:
+            if _not_found(error):
+                return False
+            raise
 
     def _terminate(self, instance_id: str) -> None:
         """Clean up after a failed start; the start's own error is the one to report."""

@@ -24,7 +24,9 @@ WORK_DIR = "/var/lib/tandem"  # the agent's logs
 DISPLAY = 1
 VNC_PORT = 5900
 CONTROL_PORT = 7000
-AGENT_COMMAND = (PYTHON, "-m", "vm_pool.agent", "--config", CONFIG_PATH)
+# -s -P: nothing of HOME or the working directory on the import path (``vm_pool.agent``);
+# vm_pool comes from PYTHONPATH, APP_DIR.
+AGENT_COMMAND = (PYTHON, "-s", "-P", "-m", "vm_pool.agent", "--config", CONFIG_PATH)
 
 
 def agent_config(spec: DesktopSpec) -> dict[str, Any]:

@@ -93,6 +93,8 @@ def container_spec(spec: DesktopSpec, files: sandbox.DesktopFiles, uid: int) -> 
         "image": spec.image or settings.TANDEM_DESKTOP_IMAGE,
         "command": [
             "/usr/bin/python3",
+            "-s",  # nothing of HOME or the working directory on the import path (vm_pool.agent)
+            "-P",
             "-m",
             "vm_pool.agent",
             "--config",
