@@ -49,8 +49,9 @@ def test_the_container_runs_the_platforms_agent_as_the_desktops_own_uid(settings
     settings.TANDEM_DESKTOP_IMAGE = "tandem-desktop:test"
     _, body = create_request(SPEC, tmp_path)
     assert body["Image"] == "tandem-desktop:test"
-    assert body["Cmd"][:3] == ["/usr/bin/python3", "-m", "vm_pool.agent"]
-    assert body["Cmd"][3:] == ["--config", "/run/tandem/agent.json", "--remove-config"]
+    # -s -P: nothing of HOME or the working directory is ever imported
+    assert body["Cmd"][:5] == ["/usr/bin/python3", "-s", "-P", "-m", "vm_pool.agent"]
+    assert body["Cmd"][5:] == ["--config", "/run/tandem/agent.json", "--remove-config"]
     assert body["User"] == f"{UID}:{UID}"
     assert body["WorkingDir"] == "/home/user"
     assert f"user:x:{UID}:{UID}:" in passwd_of(UID) and f"user:x:{UID}:" in group_of(UID)

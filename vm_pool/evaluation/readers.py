@@ -6,9 +6,9 @@ Preferences JSON, a spreadsheet's last row, ``find``'s or ``wmctrl``'s listing),
 done here, in the jail, by the reader the getter names. A reader takes the gathered file's path
 (None when the desktop had none) or text, and the getter's own settings.
 
-A reader that cannot read what it was given raises ``Unreadable``: the evaluation is not scored,
-with the reason (a History that is not a database is no verdict on the episode). A file past a
-bound raises ``bounds.LimitHit``.
+A reader that cannot read what it was given raises ``Unreadable`` (the limit "file format", or
+"sqlite schema"), and a file past a bound ``bounds.LimitHit``: either way the evaluation is not
+scored, with the reason (a History that is not a database is no verdict on the episode).
 
 The History database is opened read-only and immutable (no journal, no lock, nothing written
 beside it), its ``urls`` must be a table (a view can be made to compute forever), and a progress
@@ -29,8 +29,11 @@ HISTORY_ROWS = 100_000
 LISTING_LINES = 100_000
 
 
-class Unreadable(ValueError):
+class Unreadable(LimitHit):
     """What a getter gathered is not what its reader reads."""
+
+    def __init__(self, detail: str, limit: str = "file format") -> None:
+        super().__init__(limit, detail)
 
 
 def chrome_history(path: str | None, text: str | None, config: dict[str, Any]) -> Any:
@@ -52,7 +55,7 @@ def chrome_history(path: str | None, text: str | None, config: dict[str, Any]) -
     try:
         kind = db.execute("SELECT type FROM sqlite_master WHERE name = 'urls'").fetchone()
         if kind is None or kind[0] != "table":
-            raise Unreadable("the browser's History has no 'urls' table")
+            raise Unreadable("the browser's History has no 'urls' table", "sqlite schema")
         rows = db.execute(
             "SELECT url, title, last_visit_time FROM urls LIMIT ?", (HISTORY_ROWS + 1,)
         ).fetchall()

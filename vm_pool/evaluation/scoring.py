@@ -8,9 +8,9 @@ gathered files, and returns the verdict, plain JSON too:
 - ``{"scored": true, "value", "reason", "conjunction", "metrics"}``: the score and per metric its
   score and what it saw (shortened) or the error that stopped it;
 - ``{"scored": false, "limit", "reason"}``: no score. ``limit`` names the bound a file broke
-  (``bounds.LimitHit``: "spreadsheet cells", "image pixels", …; "memory", "nesting depth", "disk",
-  "file size") or is None when the evaluator itself is wrong (``MetricError``) or a reader could
-  not read what was gathered (``readers.Unreadable``).
+  (``bounds.LimitHit``: "spreadsheet cells", "image pixels", …; a reader's "file format" or
+  "sqlite schema"; "memory", "nesting depth", "disk", "file size"), or is None when the evaluator
+  itself is wrong (``MetricError``).
 
 The conjunction is OSWorld's: ``and`` (the mean, and 0 as soon as one scores 0), ``or`` (1 as
 soon as one scores 1, else the best); the metrics after a decided one are skipped. A getter that
@@ -50,8 +50,6 @@ def score(request: dict[str, Any], folder: Path) -> dict[str, Any]:
         return not_scored("nesting depth", "a file nests deeper than the evaluation reads")
     except MetricError as error:
         return not_scored(None, f"metric: {error}")
-    except Unreadable as error:
-        return not_scored(None, f"reading: {error}")
     except OSError as error:
         if error.errno == errno.ENOSPC:
             return not_scored("disk", "the evaluation's temporary space is full")

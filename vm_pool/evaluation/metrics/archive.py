@@ -7,7 +7,9 @@ file names there. OSWorld also offers audio and video, which need libraries we d
 
 An archive from the desktop is never unpacked: its regular members are read into memory within
 the bounds (``vm_pool.evaluation.bounds``: member count, inflated size, ratio), a path inside it
-is only a name, and links, devices and folders are never made. Each compared pair is written
+is only a name, and links, devices and folders are never made. An archive with a member that
+climbs out (an absolute path, ``..``) or a link is refused whole (the limit "archive paths"): no
+task's own archive holds one. Each compared pair is written
 under names of the metric's own choosing in a folder of its own.
 """
 
@@ -105,12 +107,14 @@ def _folder(members: dict[str, bytes], folder: str) -> dict[str, bytes | None]:
     return found
 
 
-def _name(raw: str) -> str | None:
-    """A member's path as a plain relative name; None for one that climbs out or is empty."""
-    parts = [p for p in PurePosixPath(raw.replace("\\", "/")).parts if p not in ("/", ".")]
-    if not parts or ".." in parts:
-        return None
-    return "/".join(parts)
+def _name(raw: str, is_link: bool) -> str | None:
+    """A member's path as a plain relative name (None: nothing, ``.``); a member that climbs
+    out or is a link refuses the archive."""
+    path = PurePosixPath(raw.replace("\\", "/"))
+    if is_link or path.is_absolute() or ".." in path.parts:
+        raise LimitHit("archive paths", f"the member {raw[:100]!r} climbs out or is a link")
+    parts = [part for part in path.parts if part != "."]
+    return "/".join(parts) or None
 
 
 def read_members(path: str) -> dict[str, bytes]:
@@ -123,8 +127,8 @@ def read_members(path: str) -> dict[str, bytes]:
         with zipfile.ZipFile(path) as archive:
             for info in archive.infolist():
                 is_link = (info.external_attr >> 16) & 0o170000 == 0o120000
-                name = _name(info.filename)
-                if info.is_dir() or is_link or name is None:
+                name = _name(info.filename, is_link)
+                if info.is_dir() or name is None:
                     continue
                 members[name] = archive.read(info)
         return members
@@ -141,7 +145,7 @@ def _tar_members(archive: tarfile.TarFile) -> dict[str, bytes]:
     for count, member in enumerate(archive, start=1):
         if count > MAX_ZIP_MEMBERS:
             raise LimitHit("archive members", f"more than {MAX_ZIP_MEMBERS} members")
-        name = _name(member.name)
+        name = _name(member.name, member.issym() or member.islnk())
         if not member.isreg() or name is None:
             continue
         total += member.size
