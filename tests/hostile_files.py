@@ -35,14 +35,14 @@ def _file(path: str, dest: str) -> dict[str, Any]:
     return {"type": "vm_file", "path": path, "dest": dest}
 
 
-def _same(metric: str, path: str, **options: Any) -> dict[str, Any]:
+def same(metric: str, path: str, **options: Any) -> dict[str, Any]:
     """``metric`` of the file against itself: only reading it can fail."""
     name = Path(path).name
     evaluator = {"func": metric, "result": _file(path, name), "expected": _file(path, f"e-{name}")}
     return {**evaluator, "options": options} if options else evaluator
 
 
-def _zip(members: dict[str, bytes]) -> bytes:
+def zip_of(members: dict[str, bytes]) -> bytes:
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
         for name, data in members.items():
@@ -52,7 +52,7 @@ def _zip(members: dict[str, bytes]) -> bytes:
 
 def _bloated(members: dict[str, bytes], part: str) -> bytes:
     """An office container with one part 40 MB of one byte repeated (about 40 KB deflated)."""
-    return _zip({**members, part: b"<a>" + b" " * (40 * 1024 * 1024) + b"</a>"})
+    return zip_of({**members, part: b"<a>" + b" " * (40 * 1024 * 1024) + b"</a>"})
 
 
 def tar_escapes() -> bytes:
@@ -108,7 +108,7 @@ def pdf_pages() -> bytes:
 
 
 def zip_bomb() -> bytes:
-    return _zip({"data/zeros.txt": bytes(200 * 1024 * 1024)})
+    return zip_of({"data/zeros.txt": bytes(200 * 1024 * 1024)})
 
 
 def sqlite_view() -> bytes:
@@ -146,12 +146,12 @@ def hostile() -> dict[str, Hostile]:
     """Every case, built afresh."""
     return {
         "tar escapes": Hostile(
-            tar_escapes(), "~/out.tar", _same("compare_archive", "~/out.tar"), "archive paths"
+            tar_escapes(), "~/out.tar", same("compare_archive", "~/out.tar"), "archive paths"
         ),
         "xlsx dimensions": Hostile(
             xlsx_dimensions(),
             "~/book.xlsx",
-            _same(
+            same(
                 "compare_table",
                 "~/book.xlsx",
                 rules=[{"type": "sheet_data", "sheet_idx0": 0, "sheet_idx1": "EI0"}],
@@ -159,22 +159,22 @@ def hostile() -> dict[str, Hostile]:
             "spreadsheet cells",
         ),  # fmt: skip
         "docx zip bomb": Hostile(
-            docx_bomb(), "~/a.docx", _same("compare_docx_files", "~/a.docx"), "compression ratio"
+            docx_bomb(), "~/a.docx", same("compare_docx_files", "~/a.docx"), "compression ratio"
         ),
         "pptx zip bomb": Hostile(
-            pptx_bomb(), "~/a.pptx", _same("compare_pptx_files", "~/a.pptx"), "compression ratio"
+            pptx_bomb(), "~/a.pptx", same("compare_pptx_files", "~/a.pptx"), "compression ratio"
         ),
         "odt zip bomb": Hostile(
-            odt_bomb(), "~/a.odt", _same("compare_docx_files", "~/a.odt"), "compression ratio"
+            odt_bomb(), "~/a.odt", same("compare_docx_files", "~/a.odt"), "compression ratio"
         ),
         "png pixel bomb": Hostile(
-            png_pixels(), "~/a.png", _same("compare_images", "~/a.png"), "image pixels"
+            png_pixels(), "~/a.png", same("compare_images", "~/a.png"), "image pixels"
         ),
         "many-page pdf": Hostile(
-            pdf_pages(), "~/a.pdf", _same("compare_pdfs", "~/a.pdf"), "pdf pages"
+            pdf_pages(), "~/a.pdf", same("compare_pdfs", "~/a.pdf"), "pdf pages"
         ),
         "zip bomb": Hostile(
-            zip_bomb(), "~/a.zip", _same("compare_archive", "~/a.zip"), "compression ratio"
+            zip_bomb(), "~/a.zip", same("compare_archive", "~/a.zip"), "compression ratio"
         ),
         "sqlite view bomb": Hostile(
             sqlite_view(), f"{PROFILE}/History", _history("History"), "sqlite schema"

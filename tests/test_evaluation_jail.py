@@ -6,11 +6,13 @@ Real processes throughout: bubblewrap, the jail's own user, a Celery worker owni
 sandboxed desktops whose task files plant each file (``tests.hostile_files``).
 """
 
+import io
 import json
 import os
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -19,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import openpyxl
 import pytest
 from django.conf import settings
 from PIL import Image
@@ -26,7 +29,7 @@ from PIL import Image
 from annotation.episode_leases import end_episode
 from annotation.models import Episode, EpisodeOutcome, EvaluationStatus, Task
 from backend.celery import app as celery_app
-from tests.hostile_files import ESCAPES, Hostile, hostile
+from tests.hostile_files import ESCAPES, Hostile, hostile, same, zip_of
 from tests.services import BIN, child_env, running
 from tests.test_chaos_episodes import ready, stepping
 from vm_pool import pool
@@ -302,9 +305,56 @@ def test_hostile_task_files_end_not_scored_while_the_host_keeps_working(
     assert peak[0] < WORKER_RSS_MB
     assert not any(os.path.lexists(path) for path in ESCAPES)
     owned = subprocess.run(
-        ["find", "/tmp", "-xdev", "-uid", str(settings.TANDEM_EVALUATION_UID), "-newermt",
-         f"@{began:.0f}", "-not", "-path", "/tmp/pytest-of-*"],  # fmt: skip
+        [
+            "find",
+            "/tmp",
+            "-xdev",
+            "-uid",
+            str(settings.TANDEM_EVALUATION_UID),
+            "-newermt",
+            f"@{began:.0f}",
+            "-not",
+            "-path",
+            "/tmp/pytest-of-*",
+        ],  # fmt: skip
         capture_output=True,
         text=True,
     )
     assert owned.stdout == ""  # the jail left no file of its own on the host
+
+
+def _ordinary() -> dict[str, Hostile]:
+    """Ordinary files of the same kinds, each scoring 1 against itself."""
+    members = {"data/a.txt": b"first\n", "data/b.txt": b"second\n"}
+    tar = io.BytesIO()
+    with tarfile.open(fileobj=tar, mode="w:gz") as archive:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    book = openpyxl.Workbook()
+    book.active.append(["name", "count"])
+    book.active.append(["apples", 3])
+    sheet = io.BytesIO()
+    book.save(sheet)
+    options = {"file_path": "data", "file_type": "text"}
+    table = {"rules": [{"type": "sheet_data", "sheet_idx0": 0, "sheet_idx1": "EI0"}]}
+    return {
+        "zip": Hostile(
+            zip_of(members), "~/a.zip", same("compare_archive", "~/a.zip", **options), ""
+        ),
+        "tar.gz": Hostile(
+            tar.getvalue(), "~/a.tar.gz", same("compare_archive", "~/a.tar.gz", **options), ""
+        ),
+        "xlsx": Hostile(
+            sheet.getvalue(), "~/b.xlsx", same("compare_table", "~/b.xlsx", **table), ""
+        ),
+    }
+
+
+@pytest.mark.parametrize("case", list(_ordinary()))
+def test_an_ordinary_file_of_the_same_kind_scores_in_the_jail(case, tmp_path):
+    file = _ordinary()[case]
+    request = {"conjunction": "single", "metrics": [_gathered(file, tmp_path)]}
+    verdict = jail.run(request, tmp_path, LIMITS)
+    assert (verdict["scored"], verdict["value"]) == (True, 1.0), verdict

@@ -127,7 +127,7 @@ def command(folder: Path, limits: JailLimits) -> list[str]:
         "--ro-bind", str(folder), str(INPUT),
         "--proc", "/proc",
         "--dev", "/dev",
-        "--size", str(limits.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
+        "--perms", "1777", "--size", str(limits.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
         "--remount-ro", "/",
         "--chdir", "/tmp",
         "--clearenv",
