@@ -26,6 +26,7 @@ BENCHMARKS: tuple[str, ...] = (
     "tests.bench.observation",
     "tests.bench.export",
     "tests.bench.web",
+    "tests.bench.evaluation",
 )
 
 
