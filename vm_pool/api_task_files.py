@@ -35,7 +35,7 @@ from rest_framework.response import Response
 
 from backend.accounts.permissions import TokenScopePermission
 from backend.accounts.roles import Capability, role_allows
-from vm_pool import downloads, task_file_archives
+from vm_pool import downloads, task_file_archive_jobs, task_file_archives
 from vm_pool.models import TaskFile, TaskFileArchive
 
 # Room for the multipart envelope and the url field around the file itself.
@@ -146,7 +146,7 @@ class TaskFileViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.
         too_large = f"An archive of task files may be at most {limit:,} bytes."
         _, upload = _uploaded(request, TaskFileArchiveUploadSerializer, limit, too_large)
         if upload.size > settings.TANDEM_TASK_ARCHIVE_BACKGROUND_BYTES:
-            job = task_file_archives.queue_archive(upload, request.user)
+            job = task_file_archive_jobs.queue_archive(upload, request.user)
             body = TaskFileArchiveSerializer(job, context={"request": request}).data
             headers = {"Location": body["url"]}
             return Response(body, status=status.HTTP_202_ACCEPTED, headers=headers)

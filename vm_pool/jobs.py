@@ -13,7 +13,7 @@ from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
 
-from vm_pool import pool, task_file_archives
+from vm_pool import pool, task_file_archive_jobs
 from vm_pool.models import DesktopHost, host_queue
 
 
@@ -32,7 +32,7 @@ def reset_desktop(desktop_id: int) -> str:
 )
 def store_task_file_archive(archive_id: int) -> None:
     """Check and store an uploaded archive of task files (``vm_pool.task_file_archives``)."""
-    task_file_archives.run_archive_job(archive_id)
+    task_file_archive_jobs.run_archive_job(archive_id)
 
 
 @shared_task(name="vm_pool.jobs.maintain_host")
