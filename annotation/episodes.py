@@ -165,31 +165,36 @@ def record_proposals(step_id: int, result: Any, observation: str | None = None) 
     """Store a proposer's answer (``model_serving`` ProposalResult) for a step, in rank order.
 
     An answer for an observation the screen has replaced since (``observation``, the one the
-    request showed) is stored as superseded and not offered."""
-    step = Step.objects.select_related("episode").get(pk=step_id)
-    superseded = observation is not None and observation != step.observation_id
-    first_rank = step.proposals.count()
-    rows = [
-        Proposal(
-            step=step,
-            rank=first_rank + i,
-            raw_text=candidate.raw_text,
-            thought=candidate.thought,
-            action=candidate.action.to_json() if candidate.is_valid else None,
-            invalid_reason="" if candidate.is_valid else (candidate.invalid_reason or "no action"),
-            model_name=result.model_name,
-            model_version=result.model_version,
-            sampling=result.sampling,
-            prompt_tokens=result.prompt_tokens,
-            completion_tokens=result.completion_tokens,
-            latency_ms=result.latency_ms,
-            superseded=superseded,
-        )
-        for i, candidate in enumerate(result.candidates)
-    ]
+    request showed) is stored as superseded and not offered; as it was the step's one answer in
+    flight, it asks for the newer screen in its place (``observations``). Ranks are counted
+    under the step's row lock: two answers stored at once never take the same rank."""
     with transaction.atomic():
+        step = Step.objects.select_for_update().select_related("episode").get(pk=step_id)
+        superseded = observation is not None and observation != step.observation_id
+        first_rank = step.proposals.count()
+        rows = [
+            Proposal(
+                step=step,
+                rank=first_rank + i,
+                raw_text=candidate.raw_text,
+                thought=candidate.thought,
+                action=candidate.action.to_json() if candidate.is_valid else None,
+                invalid_reason=""
+                if candidate.is_valid
+                else (candidate.invalid_reason or "no action"),
+                model_name=result.model_name,
+                model_version=result.model_version,
+                sampling=result.sampling,
+                prompt_tokens=result.prompt_tokens,
+                completion_tokens=result.completion_tokens,
+                latency_ms=result.latency_ms,
+                superseded=superseded,
+            )
+            for i, candidate in enumerate(result.candidates)
+        ]
         Proposal.objects.bulk_create(rows)
         if superseded:
+            _ask_again(step)
             return rows
         Episode.objects.filter(pk=step.episode_id, model_version="").update(
             model_name=result.model_name, model_version=result.model_version
@@ -202,16 +207,28 @@ def record_proposals(step_id: int, result: Any, observation: str | None = None) 
     return rows
 
 
-def record_model_unavailable(step_id: int, reason: str) -> None:
+def _ask_again(step: Step) -> None:
+    """An answer came for a screen replaced since: the newer one is asked for, while the step
+    is open."""
+    if step.decided_at is None and step.episode.ended_at is None:
+        observations.ask_model(step.pk)
+
+
+def record_model_unavailable(step_id: int, reason: str, observation: str | None = None) -> None:
     """The model could not answer: the annotator is told to write the step themselves."""
-    step = Step.objects.get(pk=step_id)
     with transaction.atomic():
+        step = Step.objects.select_for_update().select_related("episode").get(pk=step_id)
+        superseded = observation is not None and observation != step.observation_id
         Proposal.objects.create(
             step=step,
             rank=step.proposals.count(),
             raw_text="",
             invalid_reason=f"model unavailable: {reason}"[:500],
+            superseded=superseded,
         )
+        if superseded:
+            _ask_again(step)
+            return
         tell(step.episode_id, "model_unavailable", {"step": step.index, "reason": reason})
 
 

@@ -29,8 +29,8 @@ desktop, is sent again as the next attempt; one whose postconfig may have run (i
 desktop: saves, closes, types) is not read again from a desktop half-changed, and ends ``failed``
 with the reason, its desktop released, as does one lost ``MAX_ATTEMPTS`` times. A job still at
 work ``EVALUATION_LEASE_S`` after it started stops beating; one found silent after beating that
-long is taken for stuck, ends ``failed`` with the limit "time" and is not sent again. A superseded attempt stores nothing and releases
-nothing.
+long is taken for stuck, ends ``failed`` with the limit "time" and is not sent again. A
+superseded attempt stores nothing and releases nothing.
 """
 
 import logging

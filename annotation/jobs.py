@@ -119,7 +119,7 @@ def propose_step(step_id: int) -> None:
         result = asyncio.run(proposer.propose(proposal_request(step), on_text))
     except (ModelUnavailable, ProposerMisconfigured) as error:
         flush()
-        episodes.record_model_unavailable(step_id, str(error))
+        episodes.record_model_unavailable(step_id, str(error), observation=step.observation_id)
         return
     flush()
     episodes.record_proposals(step_id, result, observation=step.observation_id)

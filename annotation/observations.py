@@ -4,6 +4,14 @@ changes meanwhile, the newer screen replaces the stored observation, the proposa
 older one are superseded, the browser is told and the model is asked again: a decision answers
 the screen the annotator saw. A desktop that went to someone else is never observed for the
 episode.
+
+Bounded, so that a screen that never stops changing cannot storm the model: a screen that only
+goes back to a picture already seen for the step (a blinking border, a spinner) replaces
+nothing (the watch's rule); a step's observation is replaced at most ``MAX_REOBSERVED`` times,
+after which the watch ends and the last one stands; and one proposal at most is in flight per
+step: a replaced observation is proposed for at once only when the model had answered the one it
+replaces; otherwise the answer still coming is stored as superseded and asks for the newer
+screen itself (``episodes.record_proposals``).
 """
 
 import time
@@ -13,12 +21,14 @@ from django.db import connection, transaction
 
 from annotation import rollout_rules
 from annotation.episode_leases import owns_desktop, tell
-from annotation.models import Episode, Step
+from annotation.models import Episode, Proposal, Step
 from backend.celery import send_after_commit
 from vm_pool import screen_watch
 from vm_pool.providers.base import Observation
 from vm_pool.screenshots import store_screenshot
 from vm_pool.x11_capture import frame_of_png
+
+MAX_REOBSERVED = 3
 
 
 def store(
@@ -66,9 +76,10 @@ def _watch(step_id: int, control: Any, observation: Observation) -> None:
 
 
 def reobserve(step_id: int, png: bytes, waited_ms: float) -> bool:
-    """The screen of an undecided step changed: its newer observation replaces the stored one,
-    the browser is told and the model is asked again. Answers whether to go on watching."""
-    screenshot = store_screenshot(png)
+    """The screen of an undecided step changed to a picture not seen before: its newer
+    observation replaces the stored one, the browser is told and the model is asked again (see
+    the module's rules). Answers whether to go on watching."""
+    screenshot = store_screenshot(png)  # content-addressed: stored once, outside the lock
     with transaction.atomic():
         episode_id = Step.objects.values_list("episode_id", flat=True).get(pk=step_id)
         episode = Episode.objects.select_for_update().get(pk=episode_id)
@@ -77,22 +88,26 @@ def reobserve(step_id: int, png: bytes, waited_ms: float) -> bool:
         if episode.ended_at is not None or step.decided_at is not None or latest != step.index:
             return False  # decided meanwhile: the change is its action's, not this step's
         if not owns_desktop(episode):
-            return False  # the desktop is someone else's now: their screen is not this step's
+            return False  # someone else's desktop now: their screen is not this step's
+        if step.reobserved >= MAX_REOBSERVED:
+            return False
         if step.observation_id == screenshot.pk:
             return True
+        answered = Proposal.objects.filter(step=step, superseded=False).exists()
         step.observation = screenshot
         step.reobserved += 1
         step.settle_ms = round(waited_ms)
         step.save(update_fields=["observation", "reobserved", "settle_ms"])
         step.proposals.update(superseded=True)
-        _observed(step)
-    return True
+        _observed(step, ask=answered)
+    return step.reobserved < MAX_REOBSERVED
 
 
-def _observed(step: Step) -> None:
-    """Within the transaction that stored the step's observation: ask the model, tell the
-    browser."""
-    send_after_commit("annotation.jobs.propose_step", [step.pk], "model")
+def _observed(step: Step, ask: bool = True) -> None:
+    """Within the transaction that stored the step's observation: ask the model (unless an
+    answer is still coming, see the module), tell the browser."""
+    if ask:
+        ask_model(step.pk)
     screenshot = step.observation
     tell(
         step.episode_id,
@@ -104,6 +119,11 @@ def _observed(step: Step) -> None:
             "reobserved": step.reobserved,
         },
     )
+
+
+def ask_model(step_id: int) -> None:
+    """Queue the step's proposal job once the transaction commits."""
+    send_after_commit("annotation.jobs.propose_step", [step_id], "model")
 
 
 def settled_quietly(control: Any, quiet_ms: float, limit_s: float = 5.0) -> Observation:

@@ -4,9 +4,11 @@ Jobs the loop queues are sent after commit; these tests run inside a transaction
 rolled back, so nothing is sent and the rules are seen on their own.
 """
 
+import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from annotation import episodes, jobs, observations
@@ -21,9 +23,12 @@ from annotation.models import (
     TaskStatus,
 )
 from backend.accounts.roles import Role
+from backend.celery import app as celery_app
+from model_serving.proposers.base import Candidate, ProposalResult
 from tests.conftest import MODEL_CLICK
 from tests.fake_model_server import Reply, serving
 from tests.pngs import solid_png
+from vm_pool.actions import Action, ActionType, Point
 from vm_pool.models import Desktop, DesktopStatus
 from vm_pool.screenshots import store_screenshot
 
@@ -231,3 +236,73 @@ def test_a_socket_heartbeat_keeps_both_the_task_and_the_desktop_lease(loop):
     episodes.end_episode(episode.pk, EpisodeOutcome.ABANDONED, "done")
     with pytest.raises(episodes.EpisodeError, match="ended"):
         episodes.heartbeat(episode.pk, ann)
+
+
+def _answer(text: str = "Thought: open it.") -> ProposalResult:
+    click = Action(ActionType.CLICK, Point(10, 10))
+    return ProposalResult((Candidate(text, "open it.", click),), "m", "m")
+
+
+@pytest.mark.django_db
+def test_a_step_is_reobserved_at_most_a_bounded_number_of_times(loop):
+    episode, step, ann = loop
+    for turn in range(observations.MAX_REOBSERVED + 2):
+        observations.reobserve(step.pk, solid_png(640, 400, (turn * 40, 10, 10)), 5.0)
+    step.refresh_from_db()
+    assert step.reobserved == observations.MAX_REOBSERVED
+    last = step.observation_id
+    assert not observations.reobserve(step.pk, solid_png(640, 400, (1, 2, 3)), 5.0)
+    assert Step.objects.get(pk=step.pk).observation_id == last
+
+
+@pytest.mark.django_db
+def test_one_proposal_at_most_is_in_flight_for_a_step(
+    open_episode, monkeypatch, django_capture_on_commit_callbacks
+):
+    """A screen replaced while the model is still answering asks nothing more; the answer, once
+    it comes for the older screen, is kept as superseded and asks for the newer one."""
+    episode, step, ann = open_episode
+    Proposal.objects.filter(step=step).delete()  # the model has not answered the first screen
+    sent: list[tuple[str, list]] = []
+    monkeypatch.setattr(
+        celery_app, "send_task", lambda name, args, queue: sent.append((name, args))
+    )
+    first = step.observation_id
+    with django_capture_on_commit_callbacks(execute=True):
+        assert observations.reobserve(step.pk, solid_png(640, 400, (9, 9, 9)), 5.0)
+    assert ("annotation.jobs.propose_step", [step.pk]) not in sent
+    with django_capture_on_commit_callbacks(execute=True):
+        episodes.record_proposals(step.pk, _answer(), observation=first)
+    assert sent.count(("annotation.jobs.propose_step", [step.pk])) == 1
+    assert list(step.proposals.values_list("superseded", flat=True)) == [True]
+    # Answered for the current screen: the next replacement asks at once.
+    with django_capture_on_commit_callbacks(execute=True):
+        episodes.record_proposals(
+            step.pk, _answer(), observation=Step.objects.get(pk=step.pk).observation_id
+        )
+        assert observations.reobserve(step.pk, solid_png(640, 400, (7, 7, 7)), 5.0)
+    assert sent.count(("annotation.jobs.propose_step", [step.pk])) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_answers_stored_at_once_never_take_the_same_rank(open_episode):
+    episode, step, ann = open_episode
+    before = step.proposals.count()
+    failures: list[BaseException] = []
+
+    def store() -> None:
+        try:
+            episodes.record_proposals(step.pk, _answer())
+        except BaseException as error:
+            failures.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=store) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    ranks = list(step.proposals.values_list("rank", flat=True))
+    assert sorted(ranks) == list(range(before + 6))

@@ -12,14 +12,17 @@ import time
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.files.storage import default_storage
 from PIL import Image
 
-from annotation import episodes
-from annotation.models import Decision, Episode, Project, Step, Task
+from annotation import episodes, observations
+from annotation.episode_leases import end_episode
+from annotation.models import Decision, Episode, EpisodeOutcome, Project, Proposal, Step, Task
 from backend.accounts.roles import Role
+from tests.live import worker
 from vm_pool import pool, screen_watch
-from vm_pool.models import DesktopStatus, DesktopTemplate
+from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 from vm_pool.x11_capture import Frame
 
 SLOW_DIALOG = Path(__file__).resolve().parent / "slow_dialog.py"
@@ -131,3 +134,84 @@ def test_a_caret_blink_is_not_a_change_but_a_window_is():
     padding = bytearray(blank.pixels)
     padding[3::4] = b"\xff" * (40 * 30)  # a decoded PNG's padding bytes differ from the server's
     assert not screen_watch.meaningful_change(blank, Frame(40, 30, bytes(padding)))
+
+
+BLINKER = Path(__file__).resolve().parent / "blinker.py"
+WATCHED_S = 15.0
+
+
+def _blinking_step(project, ann, name: str, program: list[str]) -> Step:
+    """An episode whose desktop shows ``program``, started through the host's worker; its first
+    step once proposed for, after ``WATCHED_S`` more of being watched."""
+    Task.objects.create(
+        project=project, external_id=name, instruction="Insert a table", max_steps=5,
+        setup=[
+            {"type": "file", "parameters": {"path": "~/blinker.py",
+                                            "content": BLINKER.read_text()}},
+            {"type": "launch", "parameters": {"command": program}},
+        ],
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not Desktop.objects.filter(status=DesktopStatus.READY).exists():  # reset after the last
+        assert time.monotonic() < deadline, "no desktop came back from its reset"
+        time.sleep(0.2)
+    episode = episodes.start_episode(ann, Project.objects.filter(pk=project.pk))
+    while not Proposal.objects.filter(step__episode=episode, step__index=1).exists():
+        assert time.monotonic() < deadline, Episode.objects.get(pk=episode.pk).end_reason
+        time.sleep(0.2)
+    time.sleep(WATCHED_S)
+    return Step.objects.get(episode=episode, index=1)
+
+
+@pytest.mark.services
+def test_a_blinking_border_a_spinner_and_a_blinking_cursor_are_reobserved_a_bounded_number_of_times(
+    host, make_user, project
+):
+    """Through the host's worker, the baseline proposing: a border that blinks goes back to a
+    picture already seen (no replacement after the first); a spinner and a blinking block cursor
+    keep showing new pictures and are replaced at most ``MAX_REOBSERVED`` times, each replacement
+    proposed for once, never two proposals in flight."""
+    template = DesktopTemplate.objects.create(name="blinking", width=1024, height=768)
+    Project.objects.filter(pk=project.pk).update(environment_template="blinking")
+    pool.start_desktop(pool.create_desktop(template, host).pk)
+    ann = make_user("ann", project, Role.ANNOTATOR)
+    with worker(host, broker=settings.CELERY_BROKER_URL) as process:
+        border = _blinking_step(project, ann, "border", ["python3", "blinker.py", "border"])
+        end_episode(border.episode_id, EpisodeOutcome.ABANDONED, "next")
+        spinner = _blinking_step(project, ann, "spinner", ["python3", "blinker.py", "spinner"])
+        end_episode(spinner.episode_id, EpisodeOutcome.ABANDONED, "next")
+        cursor = _blinking_step(
+            project, ann, "cursor", ["xterm", "-bc", "-fs", "24", "-fa", "DejaVu Sans Mono"]
+        )
+        assert process.poll() is None
+    for name, step in (("border", border), ("spinner", spinner), ("cursor", cursor)):
+        batches = step.proposals.values("created_at").distinct().count()
+        print(f"\n{name}: re-observed {step.reobserved} times, {batches} proposals")
+        assert step.reobserved <= observations.MAX_REOBSERVED
+        assert batches <= step.reobserved + 1
+        assert step.proposals.filter(superseded=False).count() <= 1
+    assert border.reobserved <= 1  # after its first toggle, only pictures seen already
+
+
+def test_a_screen_that_goes_back_to_a_picture_seen_for_the_step_replaces_nothing():
+    """Two pictures in turn (a blinking border): the first toggle is new and handed on, every
+    later one is a picture seen already."""
+    blank = Frame(40, 30, bytes(40 * 30 * 4))
+    bordered = bytearray(blank.pixels)
+    for row in range(5, 25):
+        for column in (5, 6, 33, 34):
+            bordered[(row * 40 + column) * 4] = 255
+    pictures = [blank, Frame(40, 30, bytes(bordered))]
+    shown = [0]
+
+    def grab(wait_s: float) -> Frame:
+        return pictures[shown[0] % 2]
+
+    handed: list[bytes] = []
+    watch = screen_watch.Watch("step", grab, blank, lambda png, ms: handed.append(png) or True,
+                               lambda: True)  # fmt: skip
+    watcher = screen_watch.ScreenWatcher()
+    for _ in range(6):
+        shown[0] += 1
+        assert watcher._step(watch)
+    assert len(handed) == 1

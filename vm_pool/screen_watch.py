@@ -10,9 +10,13 @@ caller's ``on_change`` stores it, tells the browser and asks the model again).
 The rule. One thread per process watches every registered desktop: every ``POLL_S`` it grabs a
 frame of each and compares it with the frame of the stored observation. A difference counts
 when its bounding box is at least ``MIN_EXTENT_PX`` wide and high (a blinking text caret, one
-or two pixels wide, does not). The screen is then let settle (``vm_pool.settle``) and the
-settled frame is handed to ``on_change``, which answers whether to go on watching (the step may
-have been decided meanwhile: then the change is the decided action's, not the step's). A watch
+or two pixels wide, does not). The screen is then let settle (``vm_pool.settle``). A settled
+screen the watch has already seen for this step (the observation's own, or one it settled on
+before) is a toggle, not a change: a blinking border, a spinner or a cursor cycles through a few
+pictures, and going back to one of them shows the person nothing new; the watch takes it as its
+baseline and goes on. A screen it has not seen is handed to ``on_change``, which answers whether
+to go on watching (the step may have been decided meanwhile: then the change is the decided
+action's, not the step's; or its observation was replaced as often as it may be). A watch
 also ends when ``still_open`` answers False or after ``MAX_WATCH_S``; ``still_open`` (a database
 read) is asked only every ``OPEN_CHECK_S``, because the step's execution job stops the watch
 itself and ``on_change`` refuses a decided step: it only clears watches of ended episodes.
@@ -21,6 +25,7 @@ takes the desktop's lock for the few milliseconds a grab lasts and answers None 
 the desktop: then the watch looks again at the next poll; it never holds a lock while it waits.
 """
 
+import hashlib
 import logging
 import threading
 import time
@@ -43,6 +48,12 @@ MIN_EXTENT_PX = 4
 SETTLE_WINDOW_MS = 150.0
 SETTLE_MAX_MS = 3000.0
 BUSY_GRAB_WAIT_S = 0.2
+SEEN_STATES = 32  # the pictures a watch remembers; a cycle longer than this is a video
+
+
+def picture(frame: Frame) -> bytes:
+    """A short digest of a frame's pixels: the same picture, the same digest."""
+    return hashlib.blake2b(frame.pixels, digest_size=16).digest()
 
 
 class _Busy(Exception):
@@ -77,6 +88,20 @@ class Watch:
     still_open: Callable[[], bool]
     started: float = field(default_factory=time.monotonic)
     checked: float = field(default_factory=time.monotonic)
+    seen: dict[bytes, None] = field(default_factory=dict)  # pictures, oldest first
+
+    def __post_init__(self) -> None:
+        self.remember(self.baseline)
+
+    def remember(self, frame: Frame) -> bool:
+        """Note a picture; whether it was seen before."""
+        digest = picture(frame)
+        if digest in self.seen:
+            return True
+        self.seen[digest] = None
+        if len(self.seen) > SEEN_STATES:
+            del self.seen[next(iter(self.seen))]
+        return False
 
 
 class ScreenWatcher:
@@ -133,6 +158,8 @@ class ScreenWatcher:
         if not meaningful_change(watch.baseline, frame):
             # A grabbed frame compares byte for byte with the next grabs (a decoded PNG's
             # padding bytes may differ from the server's): the fast comparison from now on.
+            if frame.pixels != watch.baseline.pixels:
+                watch.remember(frame)
             watch.baseline = frame
             return True
 
@@ -150,6 +177,9 @@ class ScreenWatcher:
         except _Busy:  # decided meanwhile, most likely: still_open will tell
             return True
         waited_ms = (time.monotonic() - started) * 1000
+        if watch.remember(settled.frame):  # back to a picture seen already: a toggle
+            watch.baseline = settled.frame
+            return True
         watch.baseline = settled.frame
         return watch.on_change(self._encoder.encode(settled.frame), waited_ms)
 

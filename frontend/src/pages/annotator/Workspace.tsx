@@ -22,6 +22,7 @@ const PHASE_LABEL: Record<Phase, string> = {
   connecting: "Connecting…",
   preparing: "Preparing the desktop",
   thinking: "Model thinking",
+  reproposing: "Your decision — the model is proposing for the newer screen",
   deciding: "Your decision",
   model_unavailable: "Model unavailable — write the step yourself",
   executing: "Executing",
@@ -61,7 +62,8 @@ export function Workspace() {
   const valid = proposal?.action ? proposal : null;
   const reflection = open ? isReflection(view, open.step) : false;
   const busy = pending !== null;
-  const canDecide = open !== null && !busy && (phase === "deciding" || phase === "model_unavailable");
+  const canDecide =
+    open !== null && !busy && (phase === "deciding" || phase === "reproposing" || phase === "model_unavailable");
 
   // A new open step starts with no editor; a reflection or a step the model could not
   // propose opens the editor by itself, once.
@@ -320,13 +322,25 @@ export function Workspace() {
           />
         ) : null}
 
-        {open && !editor && (phase === "deciding" || phase === "model_unavailable") ? (
+        {open && phase === "reproposing" ? (
+          <p className="reflection-note" role="status" data-testid="reproposing-note">
+            The screen changed after the last action: the model is proposing again for the newer screen.
+            You can correct, finish or call the user meanwhile; approving waits for its proposal.
+          </p>
+        ) : null}
+        {open && !editor && (phase === "deciding" || phase === "reproposing" || phase === "model_unavailable") ? (
           <div className="decision-buttons">
             <Button
               variant="primary"
               onClick={approve}
               disabled={!canDecide || !valid}
-              disabledReason={busy ? undefined : "The proposal has no valid action to approve: correct it."}
+              disabledReason={
+                busy
+                  ? undefined
+                  : phase === "reproposing"
+                    ? "The model is proposing for the newer screen: approve its proposal once it comes."
+                    : "The proposal has no valid action to approve: correct it."
+              }
               aria-describedby={busy ? "decision-pending" : undefined}
               shortcut="Enter"
             >

@@ -33,6 +33,20 @@ const observed = reduce(
 );
 
 describe("the episode view", () => {
+  it("keeps the controls and the decision time when a newer screen replaces the observation", () => {
+    const proposed = reduce(observed, { event: "proposal", payload: { step: 1, candidates: [proposal] } }, 1000);
+    const replaced = reduce(
+      proposed,
+      { event: "observation", payload: { step: 1, screenshot: "cd", screen: [1280, 800] } },
+      61_000,
+    );
+    expect(phaseOf(replaced)).toBe("reproposing");
+    expect(openStepOf(replaced)?.proposedAt).toBe(1000);
+    const again = reduce(replaced, { event: "proposal", payload: { step: 1, candidates: [proposal] } }, 62_000);
+    expect(phaseOf(again)).toBe("deciding");
+    expect(openStepOf(again)?.proposedAt).toBe(1000);
+  });
+
   it("goes from preparing to thinking to deciding to executing", () => {
     expect(phaseOf(EMPTY)).toBe("connecting");
     expect(phaseOf(reduce(EMPTY, { event: "state", payload: state() }))).toBe("preparing");

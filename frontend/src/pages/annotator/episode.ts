@@ -92,7 +92,8 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
       const known = view.steps.find((s) => s.step === step);
       if (known) {
         // The screen of the open step changed before the decision: the newer observation
-        // replaces it, and the model proposes again for it.
+        // replaces it, and the model proposes again for it. The step was presented already:
+        // its decision time goes on counting from then.
         if (known.decision || known.screenshot === screenshot) return view;
         return {
           ...withStep(view, step, (s) => ({
@@ -102,7 +103,6 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
             proposals: [],
             streaming: {},
             modelUnavailable: null,
-            proposedAt: null,
             reobserved: (s.reobserved ?? 0) + 1,
           })),
           error: null,
@@ -187,6 +187,7 @@ export type Phase =
   | "connecting"
   | "preparing"
   | "thinking"
+  | "reproposing"
   | "deciding"
   | "model_unavailable"
   | "executing"
@@ -201,7 +202,8 @@ export function phaseOf(view: EpisodeView): Phase {
   if (!last) return "preparing";
   if (last.decision) return "executing";
   if (last.modelUnavailable) return "model_unavailable";
-  if (last.proposals.length === 0) return "thinking";
+  // A newer screen being proposed for keeps the person's controls: only approving waits.
+  if (last.proposals.length === 0) return (last.reobserved ?? 0) > 0 ? "reproposing" : "thinking";
   return "deciding";
 }
 
