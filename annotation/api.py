@@ -193,8 +193,16 @@ class ProjectViewSet(viewsets.ModelViewSet):
         ):
             raise PermissionDenied(f"{assignee.username} is not an annotator of this project.")
         tasks = self._selected(project, body.validated_data["task_ids"])
-        count = queue.assign_tasks(tasks, assignee, request.user)
-        return Response({"assigned": count, "assignee": assignee.username})
+        result = queue.assign_tasks(tasks, assignee, request.user)
+        cannot_run = [{"id": task, "reason": reason} for task, reason in result.cannot_run]
+        return Response(
+            {
+                "assigned": result.assigned,
+                "assignee": assignee.username,
+                "cannot_run": cannot_run,
+                "message": result.message,
+            }
+        )
 
     @extend_schema(request=TaskSelectionSerializer, responses={200: dict})
     @action(detail=True, methods=["post"])

@@ -96,6 +96,7 @@ NO_REFLECTIVE_STEP = "error_kept without a usable next step"
 REJECTED_WITHOUT_PREFIX = "episode rejected without a first wrong step"
 HELD_OUT = "episode held out for evaluation"
 NO_DECIDED_STEP = "episode without a decided step"
+NO_VISIBLE_EFFECT = "step whose action had no visible effect"
 
 
 # --- records -------------------------------------------------------------------------------
@@ -191,6 +192,9 @@ class Filters:
     min_task_success: float | None = None
     # People's episodes, or rollouts routed by their validation (V=1: SFT, V=0: CT).
     source: Source = "interactive"
+    # Leave out, as targets, steps whose action changed nothing it was meant to change
+    # (``Step.no_visible_effect``); they stay in later steps' history, where they happened.
+    drop_no_visible_effect: bool = False
 
 
 @dataclass
@@ -241,9 +245,8 @@ def iter_samples(
                     continue
                 records: Iterable[Sample] = [_ct_sample(episode, finals[episode.id])]
             else:
-                records = _step_records(
-                    episode, finals[episode.id], kind, include_accepted, filters.source, tally
-                )
+                records = _step_records(episode, finals[episode.id], kind, include_accepted,
+                                        filters, tally)  # fmt: skip
             for record in records:
                 tally.yielded[type(record).__name__] += 1
                 yield record
@@ -319,6 +322,7 @@ _STEP_COLUMNS = (
     "observation_id",  # the screenshot's sha256, its primary key
     "observation__width",
     "observation__height",
+    "no_visible_effect",
 )
 
 
@@ -364,6 +368,7 @@ class _Final:
     turn: HistoryTurn
     chosen_proposal_id: int | None
     proposals: list[_ProposalRow]  # by rank; read for pairs only
+    no_visible_effect: bool = False
 
     def target(self) -> StepTarget:
         return StepTarget(self.turn.thought, self.turn.action_json, self.turn.action_text)
@@ -396,7 +401,19 @@ def _read_finals(ids: list[int], with_proposals: bool) -> dict[int, list[_Final]
             proposals[step_id].append(_ProposalRow(proposal_id, thought, action, invalid_reason))
     finals: dict[int, list[_Final]] = {episode_id: [] for episode_id in ids}
     screens: dict[tuple[int, int], ScreenSize] = {}
-    for step_id, episode_id, index, decision, thought, action, chosen, sha, width, height in steps:
+    for (
+        step_id,
+        episode_id,
+        index,
+        decision,
+        thought,
+        action,
+        chosen,
+        sha,
+        width,
+        height,
+        inert,
+    ) in steps:
         if step_id in latest_revision:
             decision, thought, action = latest_revision[step_id]
         assert action is not None  # decided steps always have one
@@ -410,7 +427,7 @@ def _read_finals(ids: list[int], with_proposals: bool) -> dict[int, list[_Final]
             action_json=action,
             action_text=Action.from_json(action).to_text(),
         )
-        finals[episode_id].append(_Final(turn, chosen, proposals.get(step_id, [])))
+        finals[episode_id].append(_Final(turn, chosen, proposals.get(step_id, []), inert))
     return finals
 
 
@@ -453,13 +470,17 @@ def _step_records(
     finals: list[_Final],
     kind: str,
     include_accepted: bool,
-    source: Source,
+    filters: Filters,
     tally: Tally,
 ) -> Iterator[Sample]:
+    source = filters.source
     usable = _usable_steps(episode, finals, tally)
     turns = [f.turn for f in finals]
     for at, final in enumerate(finals[:usable]):
         decision = final.turn.decision
+        if final.no_visible_effect and filters.drop_no_visible_effect:
+            tally.skipped[NO_VISIBLE_EFFECT] += 1
+            continue
         after_error = at > 0 and turns[at - 1].decision == Decision.ERROR_KEPT
         if decision == Decision.ERROR_KEPT:
             if at + 1 >= usable:

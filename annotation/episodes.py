@@ -495,6 +495,9 @@ def episode_state(episode: Episode) -> dict[str, Any]:
         "ended": episode.ended_at is not None,
         "paused": episode.paused_at is not None,
         "outcome": episode.outcome or None,
+        "evaluation": {"status": episode.evaluation_status, "task_success": episode.task_success}
+        if episode.evaluation_status
+        else None,
         "desktop": desktop,
         "branch": branches.state(episode),
     }

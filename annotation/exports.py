@@ -109,13 +109,18 @@ class ExportFilters:
     exclude_held_out: bool = False  # leave out the evaluation split, as fine-tuning needs
     min_task_success: float | None = None  # only episodes the task's evaluator scored this high
     source: datasets.Source = "interactive"  # or validated rollouts
+    drop_no_visible_effect: bool = False  # leave out steps whose action changed nothing
 
     def as_json(self) -> dict[str, Any]:
         # Filters added later are written only when set, so older exports read the same.
         later = {
             k: v
-            for k, v in (("min_task_success", self.min_task_success), ("source", self.source))
-            if v is not None and v != "interactive"
+            for k, v in (
+                ("min_task_success", self.min_task_success),
+                ("source", self.source),
+                ("drop_no_visible_effect", self.drop_no_visible_effect),
+            )
+            if v is not None and v != "interactive" and v is not False
         }
         return {
             "date_from": self.date_from.isoformat() if self.date_from else None,
@@ -319,6 +324,7 @@ def _filters(export: DatasetExport) -> tuple[datasets.Filters, bool]:
         exclude_held_out=bool(given.get("exclude_held_out")),
         min_task_success=given.get("min_task_success"),
         source=given.get("source") or "interactive",
+        drop_no_visible_effect=bool(given.get("drop_no_visible_effect")),
     )
     return filters, bool(given.get("include_accepted"))
 

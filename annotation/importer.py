@@ -22,7 +22,10 @@ setup or the evaluator's ``postconfig``) of a type nobody knows: neither one the
 (``vm_pool.setup_runner.RUNNERS``) nor one they cannot run on principle (``NOT_RUNNABLE``).
 A task that uses one of the latter, or an evaluator getter that needs a third-party account, is
 imported with the reason in ``cannot_run`` and is never claimed (``annotation.task_support``);
-the report lists those tasks.
+the report lists those tasks. It also lists, before anyone works them, the tasks that start
+programs the project's desktop lacks (with a desktop template that would run the file's OSWorld
+tasks, when the project's is a local one) and those whose evaluator cannot score here (a getter
+or a metric not supported: the coverage command's verdict, per task).
 
 Re-importing a task id never duplicates it: identical content is reported ``unchanged``;
 changed content updates a task that nobody has started yet; changing a started task is an
@@ -48,8 +51,11 @@ from annotation.task_rows import (
     printable,
     reject,
 )
-from annotation.task_support import cannot_run_reason
+from annotation.task_support import cannot_run_reason, missing_programs
 from backend.accounts.models import User
+from vm_pool.evaluation.evaluator import EvaluationFailed
+from vm_pool.evaluation.evaluator import check as check_evaluator
+from vm_pool.models import DesktopTemplate
 from vm_pool.setup_runner import NOT_RUNNABLE, RUNNERS
 
 MAX_STEPS_LIMIT = 500
@@ -69,6 +75,13 @@ class ImportReport:
     unchanged: list[str] = field(default_factory=list)
     # (task id, reason) of every task of the file that is kept but cannot run here
     cannot_run: list[tuple[str, str]] = field(default_factory=list)
+    # (task id, programs) of the tasks that start programs the project's desktop lacks
+    not_on_desktop: list[tuple[str, list[str]]] = field(default_factory=list)
+    # (task id, reason) of the tasks whose evaluator cannot score here (a getter or a metric
+    # not supported): they run, but end unscored
+    not_scored: list[tuple[str, str]] = field(default_factory=list)
+    # A desktop template that would run the file's OSWorld tasks, when the project's does not
+    suggested_template: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +96,9 @@ class ImportReport:
                 "unchanged": self.unchanged,
             },
             "cannot_run_tasks": [{"id": i, "reason": reason} for i, reason in self.cannot_run],
+            "not_on_desktop_tasks": [{"id": i, "programs": p} for i, p in self.not_on_desktop],
+            "not_scored_tasks": [{"id": i, "reason": reason} for i, reason in self.not_scored],
+            "suggested_template": self.suggested_template,
         }
 
 
@@ -315,4 +331,24 @@ def import_tasks(project: Project, data: bytes, filename: str, actor: User) -> I
             for _, fields in valid
             if fields["cannot_run"]
         ]
+    _advise(report, project, [fields for _, fields in valid])
     return report
+
+
+def _advise(report: ImportReport, project: Project, rows: list[dict[str, Any]]) -> None:
+    """What the manager should know before anyone works the imported tasks: programs the
+    project's desktop lacks (and a desktop that has them), evaluators that cannot score here."""
+    template = DesktopTemplate.objects.filter(name=project.environment_template).first()
+    for fields in rows:
+        missing = missing_programs(fields["setup"], fields["evaluator"], template)
+        if missing:
+            report.not_on_desktop.append((fields["external_id"], missing))
+        if fields["evaluator"].get("func"):
+            try:
+                check_evaluator(fields["evaluator"])
+            except EvaluationFailed as error:
+                report.not_scored.append((fields["external_id"], str(error)))
+    osworld = any("config" in fields["source"] for fields in rows)
+    if (report.not_on_desktop or osworld) and (template is None or template.provider == "local"):
+        image = DesktopTemplate.objects.exclude(provider="local").exclude(image="").order_by("name")
+        report.suggested_template = image.values_list("name", flat=True).first()

@@ -362,6 +362,10 @@ class Step(models.Model):
     # newer screen replaced it before the decision (``vm_pool.screen_watch``).
     settle_ms = models.PositiveIntegerField(null=True, blank=True)
     reobserved = models.PositiveSmallIntegerField(default=0)
+    # Its action ran and the screen after it was the one it was decided on, though the action
+    # was meant to change it (``rollout_rules.StepRecord.no_op``): keys a window manager or a
+    # lost focus swallowed, say. Shown to reviewers; exports may leave such steps out.
+    no_visible_effect = models.BooleanField(default=False)
     # When a job took the decided action to run it: a second job for the step leaves it alone.
     executing_since = models.DateTimeField(null=True, blank=True)
 

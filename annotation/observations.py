@@ -12,11 +12,17 @@ after which the watch ends and the last one stands; and one proposal at most is 
 step: a replaced observation is proposed for at once only when the model had answered the one it
 replaces; otherwise the answer still coming is stored as superseded and asks for the newer
 screen itself (``episodes.record_proposals``).
+
+A step's observation is also the screen after the step before: when it is that step's own
+screen although its action was meant to change it (``rollout_rules.StepRecord.no_op``: not a
+wait, a copy or an ending), that step is flagged ``no_visible_effect`` (keys swallowed by a
+window manager or a lost focus record an action that did nothing).
 """
 
 import time
 from typing import Any
 
+from django.core.files.storage import default_storage
 from django.db import connection, transaction
 
 from annotation import rollout_rules
@@ -48,7 +54,31 @@ def store(
         if control is not None and hasattr(control, "grab_frame"):
             transaction.on_commit(lambda: _watch(step.pk, control, observation))
         _observed(step)
+        # After the next proposal is asked for: off the model's critical path.
+        transaction.on_commit(lambda: _flag_no_effect(episode, index - 1, observation.png))
     return step
+
+
+def _flag_no_effect(episode: Episode, index: int, png_after: bytes) -> None:
+    """Flag the step before when its action left its screen as it was (see the module)."""
+    before = (
+        episode.steps.filter(index=index, decided_at__isnull=False)
+        .select_related("observation")
+        .first()
+    )
+    if before is None or not before.final_action:
+        return
+    with default_storage.open(before.observation.file.name, "rb") as file:
+        unchanged = rollout_rules.same_screen(file.read(), png_after)
+    record = rollout_rules.StepRecord(
+        index=before.index,
+        action=before.final_action,
+        invalid_reason="",
+        screen_before="before",
+        screen_after="before" if unchanged else "after",
+    )
+    if record.no_op:
+        Step.objects.filter(pk=before.pk).update(no_visible_effect=True)
 
 
 def _watch(step_id: int, control: Any, observation: Observation) -> None:

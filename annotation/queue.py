@@ -223,8 +223,28 @@ def return_lapsed_leases(now: datetime | None = None) -> int:
     return returned
 
 
-def assign_tasks(tasks: Iterable[Task], assignee: User, actor: User) -> int:
-    """Put tasks in ``assignee``'s own queue. Only queued or assigned tasks can move."""
+@dataclass(frozen=True)
+class Assignment:
+    """What assigning a selection did: the runnable tasks moved; the ones that cannot run here
+    stayed where they were, each with its reason."""
+
+    assigned: int
+    cannot_run: list[tuple[str, str]]  # (task id, reason)
+
+    @property
+    def message(self) -> str:
+        moved = f"{self.assigned} task{'' if self.assigned == 1 else 's'} assigned."
+        if not self.cannot_run:
+            return moved
+        left = "; ".join(f"{task}: {reason}" for task, reason in self.cannot_run[:5])
+        more = "…" if len(self.cannot_run) > 5 else ""
+        count = len(self.cannot_run)
+        return f"{moved} {count} cannot run here and stayed unassigned ({left}{more})."
+
+
+def assign_tasks(tasks: Iterable[Task], assignee: User, actor: User) -> Assignment:
+    """Put tasks in ``assignee``'s own queue. Only queued or assigned tasks can move; those
+    that cannot run here are left out and named."""
     ids = [t.pk for t in tasks]
     with transaction.atomic():
         rows = list(Task.objects.select_for_update().filter(pk__in=ids).order_by("id"))
@@ -237,18 +257,8 @@ def assign_tasks(tasks: Iterable[Task], assignee: User, actor: User) -> int:
                 + ", ".join(busy[:20]),
                 details={"tasks": busy},
             )
-        unrunnable = [t for t in rows if t.cannot_run]
-        if unrunnable:
-            raise AssignmentRefused(
-                "These tasks cannot run here, so they are never assigned: "
-                + "; ".join(f"{t.external_id}: {t.cannot_run}" for t in unrunnable[:5])
-                + ("…" if len(unrunnable) > 5 else ""),
-                details={
-                    "cannot_run": [
-                        {"id": task.external_id, "reason": task.cannot_run} for task in unrunnable
-                    ]
-                },
-            )
+        unrunnable = [(t.external_id, t.cannot_run) for t in rows if t.cannot_run]
+        rows = [t for t in rows if not t.cannot_run]
         for task in rows:
             task.status = TaskStatus.ASSIGNED
             task.assignee = assignee
@@ -257,12 +267,13 @@ def assign_tasks(tasks: Iterable[Task], assignee: User, actor: User) -> int:
         TaskEvent.objects.bulk_create(
             _event(t, TaskEvent.Kind.ASSIGNED, actor, f"assigned by {actor.username}") for t in rows
         )
-        notify_user(
-            assignee.pk,
-            "tasks_assigned",
-            {"count": len(rows), "task_ids": [t.pk for t in rows], "by": actor.username},
-        )
-    return len(rows)
+        if rows:
+            notify_user(
+                assignee.pk,
+                "tasks_assigned",
+                {"count": len(rows), "task_ids": [t.pk for t in rows], "by": actor.username},
+            )
+    return Assignment(len(rows), unrunnable)
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,11 @@ from annotation.models import (
     Task,
     TaskEvent,
 )
-from annotation.task_support import files_missing
+from annotation.task_support import files_missing, missing_programs
 from backend.accounts.roles import Capability, Role, role_allows
 from model_serving.endpoint_keys import API_KEY, endpoint, written
 from vm_pool.actions import Action, InvalidAction
+from vm_pool.models import DesktopTemplate
 
 User = get_user_model()
 
@@ -96,6 +97,17 @@ class ProjectSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = ["created_at"]
 
+    def validate_environment_template(self, name: str) -> str:
+        if not DesktopTemplate.objects.filter(name=name).exists():
+            known = ", ".join(
+                DesktopTemplate.objects.order_by("name").values_list("name", flat=True)
+            )
+            raise serializers.ValidationError(
+                f"There is no desktop template named {name!r}; "
+                f"the templates are: {known or 'none'}."
+            )
+        return name
+
     def get_my_role(self, project: Project) -> str | None:
         user = self.context["request"].user
         if user.is_superuser:
@@ -124,16 +136,50 @@ class ProjectSerializer(serializers.ModelSerializer):
         return shown
 
 
+class UserByNameOrEmail(serializers.RelatedField):  # type: ignore[type-arg]
+    """A user given by username or by e-mail address (an e-mail that names one user only)."""
+
+    default_error_messages = {
+        "unknown": "No user has the username or e-mail {value!r}.",
+        "ambiguous": "More than one user has the e-mail {value!r}: give the username.",
+    }
+
+    def to_internal_value(self, data: Any) -> Any:
+        value = str(data).strip()
+        user = User.objects.filter(username=value).first()
+        if user is not None:
+            return user
+        by_email = list(User.objects.filter(email__iexact=value)[:2]) if "@" in value else []
+        if len(by_email) > 1:
+            self.fail("ambiguous", value=value)
+        if not by_email:
+            self.fail("unknown", value=value)
+        return by_email[0]
+
+    def to_representation(self, value: Any) -> str:
+        return str(value.username)
+
+
 class MembershipSerializer(serializers.ModelSerializer):
-    username = serializers.SlugRelatedField(
-        source="user", slug_field="username", queryset=User.objects.all()
+    username = UserByNameOrEmail(
+        source="user",
+        queryset=User.objects.all(),
+        help_text="The member's username, or their e-mail address.",
     )
     role = serializers.ChoiceField(choices=[r.value for r in Role])
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if Membership.objects.filter(project=attrs["project"], user=attrs["user"]).exists():
+            raise serializers.ValidationError(
+                {"username": f"{attrs['user'].username} is a member of this project already."}
+            )
+        return attrs
 
     class Meta:
         model = Membership
         fields = ["id", "project", "username", "role", "created_at"]
         read_only_fields = ["created_at"]
+        validators: list[Any] = []  # one role per project: said in words by ``validate``
 
 
 class TaskEventSerializer(serializers.ModelSerializer):
@@ -146,6 +192,7 @@ class TaskEventSerializer(serializers.ModelSerializer):
 
 
 FILES_MISSING = "files_missing"  # the context key: task id → its URLs the cache lacks
+TEMPLATES = "templates"  # the context key: project id → its desktop template (or None)
 
 
 class TaskListSerializer(serializers.ListSerializer):
@@ -154,13 +201,27 @@ class TaskListSerializer(serializers.ListSerializer):
     def to_representation(self, data: Any) -> list[Any]:
         tasks = list(data.all() if hasattr(data, "all") else data)
         self.child.context[FILES_MISSING] = files_missing(tasks)
+        self.child.context[TEMPLATES] = project_templates({task.project_id for task in tasks})
         return super().to_representation(tasks)
+
+
+def project_templates(project_ids: Any) -> dict[int, DesktopTemplate | None]:
+    """Each project's desktop template, in two queries."""
+    named = dict(
+        Project.objects.filter(pk__in=project_ids).values_list("pk", "environment_template")
+    )
+    templates = {t.name: t for t in DesktopTemplate.objects.filter(name__in=named.values())}
+    return {pk: templates.get(name) for pk, name in named.items()}
 
 
 class TaskSerializer(serializers.ModelSerializer):
     assignee = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     files_missing = serializers.SerializerMethodField(
         help_text="The URLs this task takes from the task-file cache that it does not hold yet."
+    )
+    programs_missing = serializers.SerializerMethodField(
+        help_text="The programs this task's setup starts that its project's desktop lacks "
+        "(a local desktop runs the host's programs)."
     )
 
     class Meta:
@@ -185,6 +246,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "branch_of",
             "branch_step",
             "files_missing",
+            "programs_missing",
             "created_at",
             "updated_at",
         ]
@@ -195,6 +257,12 @@ class TaskSerializer(serializers.ModelSerializer):
         if known is None or task.pk not in known:
             known = files_missing([task])
         return known[task.pk]
+
+    def get_programs_missing(self, task: Task) -> list[str]:
+        templates = self.context.get(TEMPLATES)
+        if templates is None or task.project_id not in templates:
+            templates = project_templates([task.project_id])
+        return missing_programs(task.setup, task.evaluator, templates[task.project_id])
 
 
 class TaskDetailSerializer(TaskSerializer):
@@ -309,6 +377,7 @@ class StepSerializer(serializers.ModelSerializer):
             "decided_by",
             "decided_at",
             "decision_ms",
+            "no_visible_effect",
             "revisions",
         ]
 

@@ -32,7 +32,7 @@ from annotation.api_stats import (
 )
 from backend import views
 from backend.accounts.api import AccessTokenViewSet, MeView
-from vm_pool.api import DesktopViewSet
+from vm_pool.api import DesktopTemplateViewSet, DesktopViewSet
 from vm_pool.api_task_files import TaskFileViewSet
 
 
@@ -57,6 +57,7 @@ router.register("finetune-jobs", FineTuneJobViewSet, basename="finetune-job")
 router.register("model-versions", ModelVersionViewSet, basename="model-version")
 router.register("tokens", AccessTokenViewSet, basename="token")
 router.register("desktops", DesktopViewSet, basename="desktop")
+router.register("desktop-templates", DesktopTemplateViewSet, basename="desktop-template")
 router.register("task-files", TaskFileViewSet, basename="task-file")
 router.register("rollout-batches", RolloutBatchViewSet, basename="rollout-batch")
 router.register("rollouts", RolloutViewSet, basename="rollout")

@@ -11,7 +11,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from annotation import episodes, jobs, observations
+from annotation import datasets, episodes, jobs, observations
+from annotation.episode_leases import end_episode
 from annotation.models import (
     Decision,
     Episode,
@@ -28,11 +29,13 @@ from model_serving.proposers.base import Candidate, ProposalResult
 from tests.conftest import MODEL_CLICK
 from tests.fake_model_server import Reply, serving
 from tests.pngs import solid_png
-from vm_pool.actions import Action, ActionType, Point
+from vm_pool.actions import Action, ActionType, Point, ScreenSize
 from vm_pool.models import Desktop, DesktopStatus
+from vm_pool.providers.base import Observation
 from vm_pool.screenshots import store_screenshot
 
 CLICK = MODEL_CLICK
+SCREEN = ScreenSize(1280, 800)
 
 
 @pytest.fixture
@@ -306,3 +309,29 @@ def test_two_answers_stored_at_once_never_take_the_same_rank(open_episode):
     assert failures == []
     ranks = list(step.proposals.values_list("rank", flat=True))
     assert sorted(ranks) == list(range(before + 6))
+
+
+@pytest.mark.django_db
+def test_a_step_whose_action_left_its_screen_as_it_was_is_flagged_and_an_export_can_drop_it(
+    open_episode, django_capture_on_commit_callbacks
+):
+    episode, step, ann = open_episode
+    typed = {"type": "type", "content": "Hello from Tandem"}
+    waited = {"type": "wait"}
+    with django_capture_on_commit_callbacks(execute=True):
+        episodes.decide(episode.pk, ann, 1, Decision.CORRECTED, thought="Type it.", action=typed)
+        # The screen after it is the screen it was decided on: the keys went nowhere.
+        second = observations.store(episode.pk, 2, Observation(solid_png(1280, 800), SCREEN))
+        episodes.decide(episode.pk, ann, 2, Decision.CORRECTED, thought="Wait.", action=waited)
+        observations.store(episode.pk, 3, Observation(solid_png(1280, 800), SCREEN))
+    assert Step.objects.get(pk=step.pk).no_visible_effect
+    assert second is not None
+    assert not Step.objects.get(pk=second.pk).no_visible_effect  # waiting changes nothing by design
+
+    end_episode(episode.pk, EpisodeOutcome.FINISHED, "done")
+    kept = datasets.Filters(project_id=episode.task.project_id)
+    dropped = datasets.Filters(project_id=episode.task.project_id, drop_no_visible_effect=True)
+    tally = datasets.Tally()
+    assert [s.step_index for s in datasets.iter_samples(kept, "sft")] == [1, 2]
+    assert [s.step_index for s in datasets.iter_samples(dropped, "sft", tally=tally)] == [2]
+    assert tally.skipped[datasets.NO_VISIBLE_EFFECT] == 1

@@ -151,7 +151,7 @@ def test_an_unrunnable_task_assigned_before_is_not_handed_out(project, annotator
         queue.claim_next_task(annotator, projects(project))
 
 
-def test_assigning_an_unrunnable_task_is_refused_naming_the_reason(
+def test_assigning_a_selection_assigns_the_runnable_tasks_and_names_the_others(
     manager_client, project, annotator
 ):
     drive = Task.objects.create(
@@ -165,11 +165,13 @@ def test_assigning_an_unrunnable_task_is_refused_naming_the_reason(
         format="json",
     )
 
-    assert response.status_code == 409
-    error = response.json()["error"]
-    assert "drive" in error["message"] and DRIVE_REASON in error["message"]
-    assert error["details"]["cannot_run"] == [{"id": "drive", "reason": DRIVE_REASON}]
-    assert set(Task.objects.values_list("status", flat=True)) == {TaskStatus.QUEUED}
+    assert response.status_code == 200
+    answer = response.json()
+    assert answer["assigned"] == 1
+    assert answer["cannot_run"] == [{"id": "drive", "reason": DRIVE_REASON}]
+    assert "1 cannot run here" in answer["message"] and DRIVE_REASON in answer["message"]
+    assert Task.objects.get(pk=drive.pk).status == TaskStatus.QUEUED
+    assert Task.objects.get(pk=plain.pk).status == TaskStatus.ASSIGNED
 
 
 def test_reimport_rederives_the_reason_and_reports_unchanged(manager_client, project, settings):

@@ -22,8 +22,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from vm_pool import streaming
-from vm_pool.models import Desktop
-from vm_pool.serializers import DesktopSerializer, StreamRequestSerializer, StreamSerializer
+from vm_pool.models import Desktop, DesktopTemplate
+from vm_pool.serializers import (
+    DesktopSerializer,
+    DesktopTemplateSerializer,
+    StreamRequestSerializer,
+    StreamSerializer,
+)
 
 DesktopRule = Callable[[Any], QuerySet[Desktop]]
 
@@ -32,6 +37,18 @@ DesktopRule = Callable[[Any], QuerySet[Desktop]]
 def visibility_rule() -> DesktopRule:
     rule: DesktopRule = import_string(settings.TANDEM_DESKTOP_VISIBILITY)
     return rule
+
+
+class DesktopTemplateViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """The desktop templates a project may run its tasks on (``GET /api/desktop-templates/``):
+    what a manager chooses from when creating or editing a project."""
+
+    serializer_class = DesktopTemplateSerializer
+    token_resource = "projects"
+    pagination_class = None
+
+    def get_queryset(self) -> QuerySet[DesktopTemplate]:
+        return DesktopTemplate.objects.order_by("name")
 
 
 class DesktopViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

@@ -2,7 +2,14 @@
 
 from rest_framework import serializers
 
-from vm_pool.models import Desktop
+from vm_pool.models import Desktop, DesktopTemplate
+
+
+class DesktopTemplateSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DesktopTemplate
+        fields = ["name", "provider", "width", "height", "image", "internet"]
+        read_only_fields = fields
 
 
 class DesktopSerializer(serializers.ModelSerializer):

@@ -68,6 +68,14 @@ TYPE_CHUNK_CHARS = 100
 # The pause before a submitting newline, after the text before it has been read: twice the
 # longest delay we know of a program acting on typed text (GTK's file chooser, 150 ms).
 SUBMIT_PAUSE_S = 0.3
+# A window manager's own combinations (openbox's Alt+Tab window switcher): it takes the keyboard
+# with an active grab once it has read the key's press, and ends the switch when it sees the
+# modifier's release. Released at once, the modifier goes to the window instead, the switcher
+# stays up with the keyboard, and every key after it is swallowed. So such a combination is
+# held as a hand holds it, and its key released before its modifiers.
+MODIFIERS = frozenset({"ctrl", "alt", "shift", "super"})
+WINDOW_MANAGER_KEYS = frozenset({"tab"})
+WINDOW_MANAGER_HOLD_S = 0.1
 # Keycodes that carry only these keysyms (volume, mail, browser keys…) may be borrowed for
 # typing: no action of the space presses them. The desktop gets them back when input closes.
 _MULTIMEDIA_KEYSYMS = frozenset(range(0x1008FF00, 0x10090000))
@@ -194,7 +202,8 @@ class XTestInput:
     # --- keyboard --------------------------------------------------------------------------
 
     def hotkey(self, keys: Iterable[str], deadline: float) -> None:
-        """Press the keys in order, then release them in reverse order."""
+        """Press the keys in order, then release them in reverse order; a window manager's
+        combination is held, and its modifiers released last (see ``WINDOW_MANAGER_KEYS``)."""
         names = list(keys)
         pressed: list[int] = []
         for name in names:
@@ -204,8 +213,22 @@ class XTestInput:
             pressed.append(keycode)
         for keycode in pressed:
             xtest.fake_input(self.display, X.KeyPress, keycode)
-        for keycode in reversed(pressed):
+        if not (WINDOW_MANAGER_KEYS & set(names) and MODIFIERS & set(names)):
+            for keycode in reversed(pressed):
+                xtest.fake_input(self.display, X.KeyRelease, keycode)
+            return
+        modifiers = [self._keycode(keysym_for_key(n), deadline)[0] for n in names if n in MODIFIERS]
+        self._hold(deadline)
+        for keycode in reversed([k for k in pressed if k not in modifiers]):
             xtest.fake_input(self.display, X.KeyRelease, keycode)
+        self._hold(deadline)
+        for keycode in reversed(modifiers):
+            xtest.fake_input(self.display, X.KeyRelease, keycode)
+
+    def _hold(self, deadline: float) -> None:
+        """Let the server and the window manager handle what was sent before going on."""
+        self.sync()
+        time.sleep(max(0.0, min(WINDOW_MANAGER_HOLD_S, deadline - time.monotonic())))
 
     def type_text(self, text: str, deadline: float) -> None:
         """Type ``text`` character by character, in chunks the program has read before the next

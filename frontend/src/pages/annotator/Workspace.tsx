@@ -15,7 +15,7 @@ import { openEditor, stepOf, type EditorState } from "./editor";
 import { isReflection, openStepOf, phaseOf, type Phase, type StepView } from "./episode";
 import { decisionMs, useEpisodeSocket } from "./socket";
 import { Trajectory } from "./Trajectory";
-import type { ActionType, DecideMessage, Proposal } from "./types";
+import type { ActionType, DecideMessage, Evaluation, Proposal } from "./types";
 import "./workspace.css";
 
 const PHASE_LABEL: Record<Phase, string> = {
@@ -29,6 +29,20 @@ const PHASE_LABEL: Record<Phase, string> = {
   desktop_failed: "Desktop failed",
   ended: "Episode ended",
 };
+
+function EvaluationLine({ evaluation }: { evaluation: Evaluation }) {
+  const text =
+    evaluation.status === "pending"
+      ? "The task's evaluator is scoring your episode…"
+      : evaluation.status === "scored" && evaluation.task_success !== null
+        ? `Task score: ${Math.round(evaluation.task_success * 100)}% (scored by the task's evaluator)`
+        : "Not scored: the task's evaluator could not score this episode.";
+  return (
+    <p role="status" data-testid="task-score">
+      {text}
+    </p>
+  );
+}
 
 const SHORTCUTS: [string, string][] = [
   ["Enter", "approve"],
@@ -270,6 +284,7 @@ export function Workspace() {
           <div className="ended" role="status">
             <h2>Episode ended: {view.outcome?.replace("_", " ")}</h2>
             {view.endReason ? <p>{view.endReason}</p> : null}
+            {view.evaluation ? <EvaluationLine evaluation={view.evaluation} /> : null}
             <Link to="/annotate" className="btn btn-primary">
               Back to your queue
             </Link>

@@ -33,6 +33,18 @@ const observed = reduce(
 );
 
 describe("the episode view", () => {
+  it("shows the annotator the task's score once the evaluator has it, and after a reload", () => {
+    const ended = reduce(observed, { event: "ended", payload: { outcome: "finished", reason: "" } });
+    expect(ended.evaluation).toBeNull();
+    const scored = reduce(ended, { event: "evaluated", payload: { status: "scored", task_success: 1 } });
+    expect(scored.evaluation).toEqual({ status: "scored", task_success: 1 });
+    const reloaded = reduce(EMPTY, {
+      event: "state",
+      payload: { ...state(), ended: true, outcome: "finished", evaluation: { status: "pending", task_success: null } },
+    });
+    expect(reloaded.evaluation?.status).toBe("pending");
+  });
+
   it("keeps the controls and the decision time when a newer screen replaces the observation", () => {
     const proposed = reduce(observed, { event: "proposal", payload: { step: 1, candidates: [proposal] } }, 1000);
     const replaced = reduce(

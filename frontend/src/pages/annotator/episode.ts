@@ -6,7 +6,7 @@
  * proposal streamed so far (the server does not keep partial text; the finished proposal will
  * replace it anyway).
  */
-import type { Action, Decision, EpisodeStatePayload, Proposal, ServerEvent, StepState } from "./types";
+import type { Action, Decision, EpisodeStatePayload, Evaluation, Proposal, ServerEvent, StepState } from "./types";
 
 export interface StepView extends StepState {
   /** Text the model has streamed so far, per candidate, until its proposal is stored. */
@@ -26,6 +26,8 @@ export interface EpisodeView {
   ended: boolean;
   outcome: string | null;
   endReason: string | null;
+  /** The task's evaluator on the ended episode (its score), when the task has one. */
+  evaluation: Evaluation | null;
   desktopFailed: string | null;
   /** Set while the episode is paused (the annotator was away): a heartbeat resumes it. */
   paused: boolean;
@@ -42,6 +44,7 @@ export const EMPTY: EpisodeView = {
   ended: false,
   outcome: null,
   endReason: null,
+  evaluation: null,
   desktopFailed: null,
   paused: false,
   error: null,
@@ -82,6 +85,7 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
         ended: state.ended,
         outcome: state.outcome,
         endReason: state.ended ? (view.endReason ?? null) : null,
+        evaluation: state.evaluation ?? null,
         desktopFailed: state.ended ? null : broken,
         paused: state.paused ?? false,
         error: null,
@@ -167,6 +171,8 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
         endReason: message.payload.reason,
         desktopFailed: null,
       };
+    case "evaluated":
+      return { ...view, evaluation: message.payload };
     case "replayed":
       return { ...view, branch: message.payload };
     case "paused":

@@ -62,6 +62,8 @@ export interface EpisodeStatePayload {
   open_step: number | null;
   ended: boolean;
   outcome: string | null;
+  /** The task's evaluator on the ended episode, when the task has one. */
+  evaluation?: Evaluation | null;
   desktop: { status: string; broken_reason: string } | null;
   paused?: boolean;
   /** A branch task's episode: the rollout it goes on from, the step handed over, the replay. */
@@ -99,10 +101,17 @@ export type ServerEvent =
   | { event: "decided"; payload: { step: number; decision: Decision; action: Action } }
   | { event: "decision_ack"; payload: { step: number; duplicate: boolean } }
   | { event: "ended"; payload: { outcome: string; reason: string } }
+  | { event: "evaluated"; payload: Evaluation }
   | { event: "replayed"; payload: BranchState }
   | { event: "desktop_failed"; payload: { desktop: number; reason: string } }
   | { event: "heartbeat_ack"; payload: Record<string, never> }
   | { event: "error"; payload: { code: string; message: string; step?: number | null; field?: string | null } };
+
+/** The task evaluator's verdict on the episode: pending, scored (0–1) or failed (not scored). */
+export interface Evaluation {
+  status: "pending" | "scored" | "failed";
+  task_success: number | null;
+}
 
 /** The decision message the workspace sends (client → server). */
 export interface DecideMessage {

@@ -62,9 +62,14 @@ function ExportForm({ project, onCreated }: { project: string; onCreated: () => 
   const [includeAccepted, setIncludeAccepted] = useState(false);
   // Fine-tuning refuses exports that may hold the held-out episodes kept for evaluation.
   const [excludeHeldOut, setExcludeHeldOut] = useState(true);
+  const [dropNoEffect, setDropNoEffect] = useState(false);
   const { error, dismiss, onSubmit } = useSubmit();
   const submit = onSubmit(async () => {
-    const filters: Record<string, unknown> = { include_accepted: includeAccepted, exclude_held_out: excludeHeldOut };
+    const filters: Record<string, unknown> = {
+      include_accepted: includeAccepted,
+      exclude_held_out: excludeHeldOut,
+      drop_no_visible_effect: dropNoEffect,
+    };
     if (dateFrom) filters.date_from = dateFrom;
     if (dateTo) filters.date_to = dateTo;
     if (modelVersion) filters.model_version = modelVersion;
@@ -139,6 +144,10 @@ function ExportForm({ project, onCreated }: { project: string; onCreated: () => 
           <label>
             <input type="checkbox" checked={excludeHeldOut} onChange={(e) => setExcludeHeldOut(e.target.checked)} />{" "}
             Leave out the evaluation split (needed for fine-tuning)
+          </label>
+          <label>
+            <input type="checkbox" checked={dropNoEffect} onChange={(e) => setDropNoEffect(e.target.checked)} />{" "}
+            Leave out steps with no visible effect (their action changed nothing it was meant to)
           </label>
         </div>
       </fieldset>

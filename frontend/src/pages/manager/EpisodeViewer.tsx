@@ -158,6 +158,13 @@ function StepDetail({ step, episode }: { step: Step; episode: Episode }) {
                 on {when(step.decided_at)}
                 {step.decision_ms !== null ? ` after ${seconds(step.decision_ms)}` : ""}
               </p>
+              {step.no_visible_effect ? (
+                <p className="warn" role="note" data-testid="no-visible-effect">
+                  <strong>No visible effect:</strong> the screen after this action was the one it was decided on,
+                  though the action was meant to change it (keys swallowed, a lost focus). Check it before trusting
+                  it as data.
+                </p>
+              ) : null}
               <ActionBlock label="final" thought={step.final_thought} text={step.final_action_text} json={step.final_action} />
             </>
           ) : (

@@ -15,6 +15,7 @@ import type { RolloutPaths } from "../engineer/rollouts";
 import { ProgressBoard } from "./Board";
 import { ProjectCharts } from "./Charts";
 import { EpisodeList } from "./Episodes";
+import { ProjectMembers } from "./Members";
 import { ProjectModels } from "./ProjectModels";
 import { TaskManager } from "./Tasks";
 
@@ -28,7 +29,7 @@ function rolloutPaths(project: string): RolloutPaths {
 
 export function ProjectPage() {
   const { projectId = "" } = useParams();
-  const { data: project, error } = useApi<Project>(`/api/projects/${projectId}/`);
+  const { data: project, error, reload } = useApi<Project>(`/api/projects/${projectId}/`);
   if (error) return <ErrorBanner error={error} />;
   if (!project) return <Loading />;
   const role = typeof project.my_role === "string" ? project.my_role : null;
@@ -45,6 +46,7 @@ export function ProjectPage() {
         <nav className="tabs" aria-label="Project sections">
           <NavLink to="board">Progress</NavLink>
           {manages ? <NavLink to="tasks">Tasks</NavLink> : null}
+          {manages ? <NavLink to="members">Members and desktop</NavLink> : null}
           <NavLink to="charts">Charts</NavLink>
           <NavLink to="episodes">Episodes</NavLink>
           {manages ? <NavLink to="models">Model versions</NavLink> : null}
@@ -58,6 +60,7 @@ export function ProjectPage() {
         <Route index element={<Navigate to="board" replace />} />
         <Route path="board" element={forOverseers(<ProgressBoard projectId={projectId} />)} />
         <Route path="tasks" element={forManagers(<TaskManager projectId={projectId} />)} />
+        <Route path="members" element={forManagers(<ProjectMembers project={project} onProjectChanged={reload} />)} />
         <Route path="charts" element={forOverseers(<ProjectCharts projectId={projectId} />)} />
         <Route path="episodes" element={forOverseers(<EpisodeList projectId={projectId} />)} />
         <Route path="models" element={forManagers(<ProjectModels projectId={projectId} manages={manages} />)} />

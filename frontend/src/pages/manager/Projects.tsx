@@ -5,13 +5,23 @@ import { api, type Page, type Project } from "../../api";
 import { Button, ErrorBanner, Loading, Table, useApi, useMe, useSubmit } from "../../ui";
 import "./manager.css";
 
+interface DesktopTemplate {
+  name: string;
+  provider: string;
+  image: string;
+}
+
 function CreateProject({ onCreated }: { onCreated: (p: Project) => void }) {
   const [name, setName] = useState("");
   const [platform, setPlatform] = useState("desktop");
   const [description, setDescription] = useState("");
+  const [template, setTemplate] = useState("default");
+  const templates = useApi<DesktopTemplate[]>("/api/desktop-templates/");
   const { error, busy, dismiss, onSubmit } = useSubmit();
   const submit = onSubmit(async () => {
-    onCreated(await api.post<Project>("/api/projects/", { name, platform, description }));
+    onCreated(
+      await api.post<Project>("/api/projects/", { name, platform, description, environment_template: template }),
+    );
   });
   return (
     <form className="card" onSubmit={submit} aria-labelledby="create-project">
@@ -28,6 +38,17 @@ function CreateProject({ onCreated }: { onCreated: (p: Project) => void }) {
             <option value="desktop">Desktop</option>
             <option value="web">Web</option>
             <option value="android">Android</option>
+          </select>
+        </label>
+        <label className="field">
+          Desktop
+          <select value={template} onChange={(e) => setTemplate(e.target.value)} data-testid="new-project-desktop">
+            {(templates.data ?? []).some((t) => t.name === template) ? null : <option value={template}>{template}</option>}
+            {(templates.data ?? []).map((t) => (
+              <option key={t.name} value={t.name}>
+                {t.name} ({t.provider === "local" ? "local desktop" : t.provider})
+              </option>
+            ))}
           </select>
         </label>
         <label className="field grow">

@@ -9,9 +9,12 @@ import { STATUS_LABEL, counted, when } from "./format";
 import { TaskSupportBadges } from "./TaskSupportBadges";
 import type { ImportReport, MembershipRow, Task } from "./types";
 
+/** What assigning did: the runnable tasks moved; those that cannot run here stayed, named. */
 interface AssignResult {
   assigned: number;
   assignee: string;
+  cannot_run?: { id: string; reason: string }[];
+  message?: string;
 }
 
 /** What unassigning did: assigned tasks went back to the pool, the others were left as they
@@ -27,6 +30,69 @@ interface RowError {
   row: number;
   field: string;
   message: string;
+}
+
+function ImportAdvice({ projectId, report }: { projectId: string; report: ImportReport }) {
+  const [switched, setSwitched] = useState<string | null>(null);
+  const { error, busy, dismiss, run } = useSubmit();
+  const onDesktop = report.not_on_desktop_tasks ?? [];
+  const notScored = report.not_scored_tasks ?? [];
+  const suggested = report.suggested_template ?? null;
+  const useSuggested = () =>
+    void run(async () => {
+      await api.patch(`/api/projects/${projectId}/`, { environment_template: suggested });
+      setSwitched(suggested);
+    });
+  return (
+    <>
+      {onDesktop.length > 0 || suggested ? (
+        <div className="warn" role="note" data-testid="import-desktop">
+          {onDesktop.length > 0 ? (
+            <>
+              <p>
+                {counted(onDesktop.length, "task")} start{onDesktop.length === 1 ? "s" : ""} programs this project&apos;s
+                desktop does not have:
+              </p>
+              <ul>
+                {onDesktop.map((t) => (
+                  <li key={t.id}>
+                    <code>{t.id}</code>: {t.programs.join(", ")}
+                  </li>
+                ))}
+              </ul>
+            </>
+          ) : (
+            <p>These are OSWorld tasks, and this project runs on a local desktop.</p>
+          )}
+          <ErrorBanner error={error} onDismiss={dismiss} />
+          {switched ? (
+            <p data-testid="desktop-switched">This project now runs its tasks on the {switched} desktop.</p>
+          ) : suggested ? (
+            <Button onClick={useSuggested} disabled={busy} disabledReason="Switching…">
+              Run this project&apos;s tasks on the {suggested} desktop
+            </Button>
+          ) : (
+            <p>Choose a desktop that has them under Members and desktop.</p>
+          )}
+        </div>
+      ) : null}
+      {notScored.length > 0 ? (
+        <div className="warn" role="note" data-testid="import-not-scored">
+          <p>
+            {counted(notScored.length, "task")} will not be scored here (their evaluator uses a getter or a metric Tandem does
+            not support): they run, and end unscored.
+          </p>
+          <ul>
+            {notScored.map((t) => (
+              <li key={t.id}>
+                <code>{t.id}</code>: {t.reason}
+              </li>
+            ))}
+          </ul>
+        </div>
+      ) : null}
+    </>
+  );
 }
 
 function ImportForm({ projectId, onImported }: { projectId: string; onImported: () => void }) {
@@ -87,6 +153,7 @@ function ImportForm({ projectId, onImported }: { projectId: string; onImported: 
           ) : null}
         </div>
       ) : null}
+      {report ? <ImportAdvice projectId={projectId} report={report} /> : null}
       {error && !rowErrors ? <ErrorBanner error={error} onDismiss={dismiss} /> : null}
       {rowErrors ? (
         <div role="alert" className="error-banner" data-testid="import-errors">
@@ -135,14 +202,20 @@ export function TaskManager({ projectId }: { projectId: string }) {
   const action = useSubmit();
   const rows = tasks.data?.results ?? [];
   const toggle = (id: number) => setSelected((old) => toggled(old, id));
-  const allOnPage = rows.length > 0 && rows.every((t) => selected.has(t.id));
+  const runnable = rows.filter((t) => !t.cannot_run);
+  const allOnPage = runnable.length > 0 && runnable.every((t) => selected.has(t.id));
   const run = (what: "assign" | "unassign") => {
     setMessage(null);
     void action.run(async () => {
       const task_ids = [...selected];
       if (what === "assign") {
         const result = await api.post<AssignResult>(`/api/projects/${projectId}/assign/`, { task_ids, assignee });
-        setMessage(`${counted(result.assigned, "task")} assigned to ${result.assignee}.`);
+        const left = result.cannot_run?.length
+          ? ` ${counted(result.cannot_run.length, "task")} cannot run here and stayed unassigned: ${result.cannot_run
+              .map((t) => `${t.id} (${t.reason})`)
+              .join("; ")}.`
+          : "";
+        setMessage(`${counted(result.assigned, "task")} assigned to ${result.assignee}.${left}`);
       } else {
         setMessage((await api.post<UnassignResult>(`/api/projects/${projectId}/unassign/`, { task_ids })).message);
       }
@@ -188,7 +261,11 @@ export function TaskManager({ projectId }: { projectId: string }) {
           <label className="field">
             Annotator
             <select value={assignee} onChange={(e) => setAssignee(e.target.value)}>
-              <option value="">Choose an annotator…</option>
+              <option value="">
+                {members.data && members.data.results.length === 0
+                  ? "No annotator in this project: add one under Members"
+                  : "Choose an annotator…"}
+              </option>
               {(members.data?.results ?? []).map((m) => (
                 <option key={m.id} value={m.username}>
                   {m.username}
@@ -228,7 +305,7 @@ export function TaskManager({ projectId }: { projectId: string }) {
                     onChange={() =>
                       setSelected((old) => {
                         const next = new Set(old);
-                        rows.forEach((t) => (allOnPage ? next.delete(t.id) : next.add(t.id)));
+                        rows.filter((t) => !t.cannot_run).forEach((t) => (allOnPage ? next.delete(t.id) : next.add(t.id)));
                         return next;
                       })
                     }
@@ -250,6 +327,8 @@ export function TaskManager({ projectId }: { projectId: string }) {
                       type="checkbox"
                       aria-label={`Select task ${t.external_id}`}
                       checked={selected.has(t.id)}
+                      disabled={Boolean(t.cannot_run)}
+                      title={t.cannot_run ? `Cannot run here: ${t.cannot_run}` : undefined}
                       onChange={() => toggle(t.id)}
                     />
                   </td>

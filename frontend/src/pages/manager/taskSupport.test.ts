@@ -19,4 +19,17 @@ describe("supportBadges", () => {
     expect(badges[1].label).toBe("files missing (2)");
     expect(badges[1].title.split("\n").slice(1)).toEqual(urls);
   });
+
+  it("names the programs the project's desktop lacks and says where to choose another", () => {
+    const [badge] = supportBadges({ cannot_run: "", files_missing: [], programs_missing: ["python", "gimp"] });
+    expect(badge.kind).toBe("programs-missing");
+    expect(badge.label).toBe("not on this desktop: python, gimp");
+    expect(badge.title).toContain("Members and desktop");
+  });
+
+  it("points to a way to upload missing files that exists", () => {
+    const [badge] = supportBadges({ cannot_run: "", files_missing: ["https://host/a.xlsx"] });
+    expect(badge.title).toContain("/api/task-files/");
+    expect(badge.title).not.toContain("under Task files");
+  });
 });

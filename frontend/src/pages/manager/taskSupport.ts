@@ -2,7 +2,7 @@
 import type { TaskSupport } from "./types";
 
 export interface SupportBadge {
-  kind: "cannot-run" | "files-missing";
+  kind: "cannot-run" | "files-missing" | "programs-missing";
   label: string;
   /** The whole story, for the tooltip: the reason, or every missing URL on its own line. */
   title: string;
@@ -18,7 +18,19 @@ export function supportBadges(task: TaskSupport): SupportBadge[] {
     badges.push({
       kind: "files-missing",
       label: `files missing (${missing.length})`,
-      title: `Not in the task-file cache yet (upload them under Task files):\n${missing.join("\n")}`,
+      title:
+        "Not in the task-file cache yet: upload them with POST /api/task-files/ (one file) or " +
+        `/api/task-files/archive/ (many; see the README's Task files):\n${missing.join("\n")}`,
+    });
+  }
+  const programs = task.programs_missing ?? [];
+  if (programs.length > 0) {
+    badges.push({
+      kind: "programs-missing",
+      label: `not on this desktop: ${programs.join(", ")}`,
+      title:
+        `The task starts ${programs.join(", ")}, which the project's desktop does not have: choose the desktop ` +
+        "its tasks need under Members and desktop (OSWorld tasks: the OSWorld desktop).",
     });
   }
   return badges;

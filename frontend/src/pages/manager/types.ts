@@ -11,6 +11,8 @@ export interface TaskSupport {
   cannot_run: string;
   /** The URLs the task takes from the task-file cache that the cache does not hold yet. */
   files_missing: string[];
+  /** The programs the task starts that its project's desktop lacks. */
+  programs_missing?: string[];
 }
 
 export interface Task extends TaskSupport {
@@ -135,6 +137,7 @@ export interface Step {
   decided_by: string | null;
   decided_at: string | null;
   decision_ms: number | null;
+  no_visible_effect?: boolean;
   revisions: Revision[];
 }
 
@@ -236,4 +239,7 @@ export interface ImportReport {
   unchanged: number;
   cannot_run: number;
   cannot_run_tasks: { id: string; reason: string }[];
+  not_on_desktop_tasks?: { id: string; programs: string[] }[];
+  not_scored_tasks?: { id: string; reason: string }[];
+  suggested_template?: string | null;
 }
