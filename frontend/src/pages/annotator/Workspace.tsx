@@ -11,6 +11,7 @@ import { actionOf, describe, draftOf } from "./actions";
 import type { Point } from "./coords";
 import { CorrectionEditor } from "./CorrectionEditor";
 import { DesktopView, type StreamState } from "./DesktopView";
+import { clearDraft, loadDraft, saveDraft, worthKeeping } from "./drafts";
 import { openEditor, stepOf, type EditorState } from "./editor";
 import { isReflection, openStepOf, phaseOf, type Phase, type StepView } from "./episode";
 import { decisionMs, useEpisodeSocket } from "./socket";
@@ -79,11 +80,23 @@ export function Workspace() {
   const canDecide =
     open !== null && !busy && (phase === "deciding" || phase === "reproposing" || phase === "model_unavailable");
 
-  // A new open step starts with no editor; a reflection or a step the model could not
-  // propose opens the editor by itself, once.
+  // A new open step starts with no editor, or with the correction half-written for it before
+  // a reload; a reflection or a step the model could not propose opens the editor by itself,
+  // once.
+  const openIndex = open?.step ?? null;
   useEffect(() => {
+    const kept = openIndex !== null ? loadDraft(sessionStorage, episodeId, openIndex) : null;
+    if (kept && openIndex !== null) autoOpened.current = openIndex;
+    setEditor(kept);
+  }, [episodeId, openIndex]);
+  useEffect(() => {
+    if (openIndex !== null) saveDraft(sessionStorage, episodeId, openIndex, editor);
+  }, [episodeId, openIndex, editor]);
+  const closeEditor = useCallback(() => {
+    if (worthKeeping(editor) && !window.confirm("Discard your correction? What you wrote is lost.")) return;
+    if (openIndex !== null) clearDraft(sessionStorage, episodeId, openIndex);
     setEditor(null);
-  }, [open?.step]);
+  }, [editor, episodeId, openIndex]);
   useEffect(() => {
     if (!open || autoOpened.current === open.step) return;
     if (phase === "model_unavailable" || (phase === "deciding" && reflection)) {
@@ -140,7 +153,8 @@ export function Workspace() {
     // replaces nothing.
     const replaced = proposal && !open?.modelUnavailable ? { proposal: proposal.rank } : {};
     send("corrected", { ...step, ...replaced });
-  }, [editor, canDecide, send, proposal, open]);
+    if (openIndex !== null) clearDraft(sessionStorage, episodeId, openIndex);
+  }, [editor, canDecide, send, proposal, open, episodeId, openIndex]);
 
   const pick = useCallback(
     (pixel: Point) => {
@@ -169,7 +183,7 @@ export function Workspace() {
       if (editor) {
         if (event.key === "Escape") {
           event.preventDefault();
-          setEditor(null);
+          closeEditor();
         } else if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
           event.preventDefault();
           submitEditor();
@@ -193,7 +207,7 @@ export function Workspace() {
     }
     window.addEventListener("keydown", onKey);
     return () => window.removeEventListener("keydown", onKey);
-  }, [editor, submitEditor, approve, startEditor, keepError]);
+  }, [editor, submitEditor, approve, startEditor, keepError, closeEditor]);
 
   if (!Number.isFinite(episodeId)) return <ErrorBanner error="There is no such episode." />;
 
@@ -330,7 +344,7 @@ export function Workspace() {
             editor={editor}
             onChange={setEditor}
             onSubmit={submitEditor}
-            onCancel={() => setEditor(null)}
+            onCancel={closeEditor}
             busy={busy}
             modelThought={valid?.thought ?? null}
             title={reflection ? "Your reflective step" : phase === "model_unavailable" ? "Your step" : "Your correction"}
