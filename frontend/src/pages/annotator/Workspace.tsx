@@ -6,7 +6,7 @@
 import { useCallback, useEffect, useRef, useState } from "react";
 import { Link, useParams } from "react-router-dom";
 import { Button, ErrorBanner, Loading } from "../../ui";
-import { replaySummary } from "./branch";
+import { handedOverNote, replaySummary } from "./branch";
 import { actionOf, describe, draftOf } from "./actions";
 import type { Point } from "./coords";
 import { CorrectionEditor } from "./CorrectionEditor";
@@ -225,9 +225,7 @@ export function Workspace() {
         {view.branch ? (
           <p className="branch-note" data-testid="branch-note">
             <strong>This task goes on from a rollout&apos;s first wrong step.</strong> {replaySummary(view.branch)}
-            {open?.step === view.branch.step
-              ? ` The model's step ${view.branch.step}, proposed below as the rollout ran it, was marked wrong by a reviewer: correct it, or keep the error and reflect on it at the next step.`
-              : ""}
+            {open?.step === view.branch.step ? handedOverNote(view.branch) : ""}
           </p>
         ) : null}
         <div className="task-meta">

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { pixelShare, replaySummary } from "./branch";
+import { handedOverNote, pixelShare, replaySummary } from "./branch";
 
 describe("pixelShare", () => {
   it("writes shares as percentages and never rounds a difference to an exact match", () => {
@@ -33,5 +33,14 @@ describe("replaySummary", () => {
     });
     expect(text).toContain("diverged at step 1");
     expect(text).toContain("31.00% of its pixels (tolerance 0.20%)");
+  });
+});
+
+describe("handedOverNote", () => {
+  it("says the step was marked wrong in review, not by whom it guesses", () => {
+    const note = handedOverNote({ episode: 7, step: 3, replay: {} });
+    expect(note).toContain("step 3");
+    expect(note).toContain("marked wrong in review");
+    expect(note).not.toContain("a reviewer");
   });
 });

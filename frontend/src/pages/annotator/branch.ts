@@ -33,3 +33,9 @@ export function replaySummary(branch: BranchState): string {
         : `Steps 1–${branch.step - 1} of rollout episode ${branch.episode} were replayed on this desktop`;
   return `${replayed}; every screen matched the rollout's within ${tolerance} of its pixels (largest difference ${pixelShare(largest)}).`;
 }
+
+/** What the annotator is told at the step handed over: whoever marked it (a reviewer or a
+ * manager), it was marked wrong in review. */
+export function handedOverNote(branch: BranchState): string {
+  return ` The model's step ${branch.step}, proposed below as the rollout ran it, was marked wrong in review: correct it, or keep the error and reflect on it at the next step.`;
+}
