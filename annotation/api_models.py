@@ -96,6 +96,10 @@ class ModelVersionSerializer(serializers.ModelSerializer):
     parent = serializers.SlugRelatedField(slug_field="name", read_only=True)
     served_name = serializers.CharField(read_only=True)
     evaluations = serializers.SerializerMethodField()
+    training_projects = serializers.SerializerMethodField(
+        help_text="The projects whose exports the version was fine-tuned on (none for a base "
+        "version): where its offline evaluation belongs first."
+    )
 
     class Meta:
         model = ModelVersion
@@ -116,8 +120,12 @@ class ModelVersionSerializer(serializers.ModelSerializer):
             "served_at",
             "created_at",
             "evaluations",
+            "training_projects",
         ]
         read_only_fields = fields
+
+    def get_training_projects(self, version: ModelVersion) -> list[int]:
+        return list(version.job.project_ids) if version.job is not None else []
 
     def get_evaluations(self, version: ModelVersion) -> list[dict[str, Any]]:
         runs = sorted(version.evaluations.all(), key=lambda run: run.created_at, reverse=True)

@@ -12,7 +12,14 @@ import { Button, ErrorBanner, Loading, ProjectSelect, useApi, useMe, usePoll, us
 import { percent, when } from "../manager/format";
 import { ServingStatus } from "./ModelVersions";
 import { VersionComparison } from "./VersionComparison";
-import { LIVE_STATUSES, engineerProjects, type Evaluation, type ModelVersion, type ProjectVersions } from "./finetune";
+import {
+  LIVE_STATUSES,
+  engineerProjects,
+  evaluationProject,
+  type Evaluation,
+  type ModelVersion,
+  type ProjectVersions,
+} from "./finetune";
 
 function Lineage({ version }: { version: ModelVersion }) {
   const datasets = version.lineage.datasets ?? [];
@@ -110,7 +117,8 @@ function Evaluations({ version, mayAct, onStarted }: { version: ModelVersion; ma
   const me = useMe();
   const allowed = engineerProjects(me);
   const [project, setProject] = useState("");
-  const { readable, project: chosen } = useReadableProjects(project);
+  const { readable, project: listed } = useReadableProjects(project);
+  const chosen = project || evaluationProject(version, readable.map((p) => p.id)) || listed;
   const names = new Map(readable.map((p) => [p.id, p.name]));
   const [tolerance, setTolerance] = useState("5");
   const action = useSubmit();

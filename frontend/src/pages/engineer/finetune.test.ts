@@ -9,7 +9,9 @@ import {
   mayManage,
   stageOrder,
   unusableBecause,
+  evaluationProject,
   type DatasetExport,
+  type ModelVersion,
 } from "./finetune";
 
 const DEFAULTS = {
@@ -189,5 +191,17 @@ describe("withBaseModel", () => {
   it("keeps an endpoint the user typed", () => {
     const typed = { ...form, baseUrl: "http://gpu:8001/v1" };
     expect(withBaseModel(typed, "ui-tars-1.5-7b", bases)).toMatchObject({ baseModel: "ui-tars-1.5-7b", baseUrl: "http://gpu:8001/v1" });
+  });
+});
+
+describe("evaluationProject", () => {
+  const version = { training_projects: [4, 9] } as unknown as ModelVersion;
+  it("starts on the project the version was trained on, first one the user may read", () => {
+    expect(evaluationProject(version, [1, 9, 4])).toBe("4");
+    expect(evaluationProject(version, [1, 9])).toBe("9");
+  });
+  it("leaves the choice to the picker for a base version or a project the user cannot read", () => {
+    expect(evaluationProject(version, [1, 2])).toBe("");
+    expect(evaluationProject({ training_projects: [] } as unknown as ModelVersion, [1])).toBe("");
   });
 });

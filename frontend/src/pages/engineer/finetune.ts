@@ -85,6 +85,8 @@ export interface ModelVersion {
   served_at: string | null;
   created_at: string;
   evaluations: Evaluation[];
+  /** The projects whose exports it was fine-tuned on (none for a base version). */
+  training_projects?: number[];
 }
 
 export interface LiveCounts {
@@ -329,4 +331,11 @@ export function withBaseModel(form: JobForm, baseModel: string, bases: TrainingD
   const endpointOf = (name: string) => bases.find((b) => b.name === name)?.endpoint ?? "";
   const typed = form.baseUrl !== "" && form.baseUrl !== endpointOf(form.baseModel);
   return { ...form, baseModel, baseUrl: typed ? form.baseUrl : endpointOf(baseModel) };
+}
+
+/** The project an offline evaluation of `version` starts on: the first it was trained on that
+ * the user may read, else none (the project picker then offers the first readable one). */
+export function evaluationProject(version: ModelVersion, readable: number[]): string {
+  const trained = (version.training_projects ?? []).find((id) => readable.includes(id));
+  return trained !== undefined ? String(trained) : "";
 }
