@@ -9,6 +9,8 @@ and offline evaluation on the project's held-out steps.
   held-out share after the export cannot leak evaluation episodes into training.
 - **Versions of a project.** ``model_version`` (A) proposes; ``version_b`` takes
   ``version_b_share`` of the episodes, chosen from the episode id (``model_serving.versions``).
+  Without a version A, the project's own model settings (the baseline, say) are A: the first
+  comparison a project makes is its base against a fine-tuned version.
   Only a version whose endpoint was checked to serve it (``serving``) can be chosen.
   The chosen version is fixed on the episode when it starts (``Episode.served_version``) and
   its name is recorded on the episode and on each proposal.
@@ -135,8 +137,6 @@ def set_project_versions(
 ) -> Project:
     if not 0 <= version_b_share <= 1:
         raise DomainError("version_b_share is a share of episodes, between 0 and 1")
-    if version_b is not None and model_version is None:
-        raise DomainError("a version B needs a version A (model_version) to compare with")
     if version_b is not None and version_b == model_version:
         raise DomainError("versions A and B are the same version")
     for version in (model_version, version_b):

@@ -362,3 +362,22 @@ def test_a_versions_endpoint_is_set_by_engineers_and_kept_while_a_project_runs_i
         assert project.name in refused.json()["error"]["message"]
     version.refresh_from_db()
     assert (version.base_url, version.serving_status) == (server.base_url, "serving")
+
+
+def test_the_projects_own_settings_are_version_a_against_a_version_b(
+    adapter_storage, project, make_user
+):
+    """The first A/B a project makes: its base (its own model settings) against a version."""
+    annotator = make_user("ann", project, Role.ANNOTATOR)
+    with serving(model=BASE) as server:
+        b = serve_version(adapter_version(server.base_url))
+        model_versions.set_project_versions(project, None, b, 0.5)
+    project.refresh_from_db()
+    assert (project.model_version, project.version_b, project.version_b_share) == (None, b, 0.5)
+    served = set()
+    for n in range(12):
+        task = Task.objects.create(project=project, external_id=f"t{n}", instruction="Wait")
+        episode = Episode.objects.create(task=task, annotator=annotator)
+        model_versions.assign_version(episode, project)
+        served.add(episode.served_version.name if episode.served_version else None)
+    assert served == {None, b.name}
