@@ -4,7 +4,7 @@ import { useState } from "react";
 import { ErrorBanner, Loading, useApi } from "../../ui";
 import { BarChart, LineChart, bucketLabels } from "../../ui/svgCharts";
 import { score } from "./evaluation";
-import { percent } from "./format";
+import { percent, versionLabel } from "./format";
 import type { Acceptance, Throughput } from "./types";
 
 const SPANS: Record<string, { bucket: "hour" | "day"; hours: number; label: string }> = {
@@ -90,7 +90,7 @@ export function ProjectCharts({ projectId }: { projectId: string }) {
               title="Acceptance rate of the model's proposals, per model version"
               testId="acceptance-chart"
               labels={bucketLabels(acceptance.data.buckets, acceptance.data.bucket)}
-              series={acceptance.data.versions.map((v) => ({ name: v.model_version, values: v.points.map((p) => p.rate) }))}
+              series={acceptance.data.versions.map((v) => ({ name: versionLabel(v.model_version), values: v.points.map((p) => p.rate) }))}
             />
             <table className="table" data-testid="acceptance-table">
               <caption>Decisions on the model&apos;s proposals for the period</caption>
@@ -112,7 +112,7 @@ export function ProjectCharts({ projectId }: { projectId: string }) {
                 ) : null}
                 {acceptance.data.versions.map((v) => (
                   <tr key={v.model_version}>
-                    <td>{v.model_version}</td>
+                    <td>{versionLabel(v.model_version)}</td>
                     <td>{v.total.accepted}</td>
                     <td>{v.total.corrected}</td>
                     <td>{v.total.error_kept}</td>
@@ -140,7 +140,7 @@ function TaskSuccessChart({ acceptance }: { acceptance: Acceptance }) {
         testId="task-success-chart"
         labels={bucketLabels(acceptance.buckets, acceptance.bucket)}
         format={(v) => v.toFixed(2)}
-        series={acceptance.versions.map((v) => ({ name: v.model_version, values: v.task_success.points.map((p) => p.mean) }))}
+        series={acceptance.versions.map((v) => ({ name: versionLabel(v.model_version), values: v.task_success.points.map((p) => p.mean) }))}
       />
       <table className="table" data-testid="task-success-table">
         <caption>
@@ -164,7 +164,7 @@ function TaskSuccessChart({ acceptance }: { acceptance: Acceptance }) {
           ) : null}
           {acceptance.versions.map((v) => (
             <tr key={v.model_version}>
-              <td>{v.model_version}</td>
+              <td>{versionLabel(v.model_version)}</td>
               <td>{v.task_success.scored}</td>
               <td>{score(v.task_success.mean)}</td>
               <td>{percent(v.task_success.success_rate)}</td>

@@ -42,3 +42,10 @@ export const DECISION_LABEL: Record<string, string> = {
   auto: "Run as proposed",
   without_proposal: "No valid proposal",
 };
+
+/** A model version as people read it: the CPU baseline records its tesseract version
+ * (`ocr-5.3.0`), which says nothing of what proposed. */
+export function versionLabel(name: string): string {
+  const ocr = /^ocr-(.+)$/.exec(name);
+  return ocr ? `baseline (OCR, tesseract ${ocr[1]})` : name;
+}
