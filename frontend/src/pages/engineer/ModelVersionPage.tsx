@@ -9,7 +9,7 @@ import { useEffect, useRef, useState } from "react";
 import { Link, useParams } from "react-router-dom";
 import { api } from "../../api";
 import { Button, ErrorBanner, Loading, ProjectSelect, useApi, useMe, usePoll, useReadableProjects, useSubmit } from "../../ui";
-import { percent, when } from "../manager/format";
+import { counted, percent, when } from "../manager/format";
 import { ServingStatus } from "./ModelVersions";
 import { VersionComparison } from "./VersionComparison";
 import {
@@ -175,7 +175,7 @@ function Evaluations({ version, mayAct, onStarted }: { version: ModelVersion; ma
           In this project: live acceptance rate <strong>{row?.live ? percent(row.live.rate) : "—"}</strong>
           {row?.live ? ` (${row.live.accepted} accepted, ${row.live.corrected} corrected, ${row.live.error_kept} error kept)` : " (not used live yet)"}
           {" · "}offline step success rate <strong>{row?.offline ? percent(row.offline.step_success_rate) : "—"}</strong>
-          {row?.offline ? ` (${row.offline.steps} steps, ${row.offline.invalid} invalid outputs)` : " (not evaluated yet)"}
+          {row?.offline ? ` (${counted(row.offline.steps, "step")}, ${counted(row.offline.invalid, "invalid output")})` : " (not evaluated yet)"}
         </p>
       ) : null}
       {runs.data && runs.data.length > 0 ? (

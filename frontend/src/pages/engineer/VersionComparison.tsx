@@ -4,7 +4,7 @@
  * held-out steps, with the counts behind both and which version is A or B.
  */
 import { Link } from "react-router-dom";
-import { percent, when } from "../manager/format";
+import { counted, percent, when } from "../manager/format";
 import type { ModelVersion, ProjectVersions } from "./finetune";
 
 function role(overview: ProjectVersions, name: string): string {
@@ -51,7 +51,7 @@ export function VersionComparison({
               <td data-testid="offline-rate">{row.offline ? percent(row.offline.step_success_rate) : "—"}</td>
               <td>
                 {row.offline
-                  ? `${row.offline.steps} steps (${row.offline.invalid} invalid), ${when(row.offline.finished_at)}`
+                  ? `${counted(row.offline.steps, "step")} (${row.offline.invalid} invalid), ${when(row.offline.finished_at)}`
                   : "not evaluated yet"}
               </td>
             </tr>
