@@ -11,6 +11,8 @@ them and pull their files (design §5, §8).
   counts, ``content_hash`` and, once succeeded, ``files``: ``[{name, size, sha256,
   download_url}]``.
 - ``POST /api/exports/{id}/cancel/``: a queued or running export stops and publishes nothing.
+- ``GET /api/exports/{id}/archive/``: every file of a succeeded export in one tar, streamed
+  (``annotation.export_archive``).
 - ``GET /api/exports/{id}/download/?file=<name>``: the file, streamed from local storage, or a
   302 to a short-lived presigned URL on S3.
 
@@ -24,7 +26,7 @@ from urllib.parse import urlencode
 
 import django_filters
 from django.db.models import QuerySet
-from django.http import FileResponse, HttpResponseRedirect
+from django.http import FileResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
@@ -32,7 +34,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotation import access, exports
+from annotation import access, export_archive, exports
 from annotation.models import DatasetExport
 from backend.accounts.roles import Capability
 
@@ -187,6 +189,16 @@ class ExportViewSet(
     def cancel(self, request: Request, pk: str) -> Response:
         export = exports.cancel_export(self._managed().pk)
         return Response(self.get_serializer(export).data)
+
+    @extend_schema(responses={(200, "application/x-tar"): bytes})
+    @action(detail=True, methods=["get"])
+    def archive(self, request: Request, pk: str) -> Any:
+        export = self.get_object()  # readers may download: reading a dataset is pulling it
+        chunks = export_archive.archive_chunks(export)
+        response = StreamingHttpResponse(chunks, content_type="application/x-tar")
+        name = export_archive.folder_name(export)
+        response["Content-Disposition"] = f'attachment; filename="{name}.tar"'
+        return response
 
     @extend_schema(
         parameters=[OpenApiParameter("file", str, required=True)],

@@ -6,6 +6,9 @@ list they may see does not hold it); anonymous callers get 401. Engineers and ad
 cancel and download; project managers read and download.
 """
 
+import io
+import tarfile
+
 import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
@@ -238,3 +241,22 @@ def test_downloads_of_unknown_files_and_unfinished_exports_are_refused(world, cl
     assert unnamed.status_code == 400
     queued.refresh_from_db()
     assert queued.status == "queued"
+
+
+def test_a_succeeded_export_downloads_whole_as_one_tar(world, client_for):
+    users, queued, done = world
+    image = b"\x89PNG fake image bytes" * 100
+    default_storage.save(f"exports/{done.pk}/images/ab.png", ContentFile(image))
+    done.files = [*done.files, {"name": "images/ab.png", "size": len(image), "sha256": "1" * 64}]
+    done.save(update_fields=["files"])
+    response = client_for(users["manager"]).get(f"/api/exports/{done.pk}/archive/")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/x-tar"
+    data = b"".join(response.streaming_content)
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        folder = f"export-{done.pk}-dpo-{done.format}"
+        assert archive.getnames() == [f"{folder}/manifest.json", f"{folder}/images/ab.png"]
+        assert archive.extractfile(f"{folder}/manifest.json").read() == MANIFEST
+        assert archive.extractfile(f"{folder}/images/ab.png").read() == image
+    unfinished = client_for(users["manager"]).get(f"/api/exports/{queued.pk}/archive/")
+    assert unfinished.status_code == 409

@@ -187,7 +187,8 @@ def check_manager_chooses_b(browser, base_url: str, project: Project, job_id: in
     # The project's own model settings against a version: the first A/B a project makes.
     form.get_by_label("Version B (optional)").select_option(VERSION)
     form.get_by_role("button", name="Save versions").click()
-    expect(form.get_by_test_id("versions-saved")).to_contain_text("the project's own model settings")
+    saved = form.get_by_test_id("versions-saved")
+    expect(saved).to_contain_text("the project's own model settings")
     project.refresh_from_db()
     assert (project.model_version, project.version_b.name) == (None, VERSION)
 
