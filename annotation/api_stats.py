@@ -3,7 +3,7 @@
 the flywheel chart (``annotation.flywheel``). Thin views: check permission, validate, call one
 function, return."""
 
-from django.db.models import Count, Exists, OuterRef, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers
 from rest_framework.request import Request
@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import access, flywheel, stats
-from annotation.models import Episode, Project, Review, TaskStatus
+from annotation.models import Episode, EpisodeMode, EpisodeOutcome, Project, Review, TaskStatus
 from annotation.serializers import EpisodeSerializer
 from backend.accounts.roles import Capability
 
@@ -82,9 +82,14 @@ class FlywheelView(APIView):
         return Response(flywheel.flywheel(project))
 
 
+ROLLOUT_WORK = (EpisodeOutcome.FINISHED, EpisodeOutcome.CALL_USER, EpisodeOutcome.MAX_STEPS)
+
+
 class ReviewQueueView(generics.ListAPIView):
-    """Episodes waiting for a verdict in the projects the caller reviews, oldest first: ended,
-    their task submitted, and no review yet."""
+    """Episodes waiting for a verdict in the projects the caller reviews, oldest first, with no
+    review yet: a person's ended episode whose task was submitted, and every rollout that ended
+    with work to judge (its task may have been reviewed long ago: a rollout is judged as an
+    episode of its own)."""
 
     token_resource = "episodes"
     serializer_class = EpisodeSerializer
@@ -100,8 +105,9 @@ class ReviewQueueView(generics.ListAPIView):
         reviewed = Review.objects.filter(episode=OuterRef("pk"))
         episodes = (
             Episode.objects.filter(
+                Q(task__status=TaskStatus.SUBMITTED)
+                | Q(mode=EpisodeMode.AUTONOMOUS, outcome__in=ROLLOUT_WORK),
                 task__project__in=access.projects_where(self.request.user, Capability.REVIEW),
-                task__status=TaskStatus.SUBMITTED,
                 ended_at__isnull=False,
             )
             .exclude(Exists(reviewed))

@@ -9,6 +9,7 @@ import pytest
 from annotation.models import (
     Decision,
     Episode,
+    EpisodeMode,
     EpisodeOutcome,
     Proposal,
     Step,
@@ -301,3 +302,21 @@ def test_episode_list_names_each_episodes_task_and_project(history, client_for, 
         by_id[first.pk]["project_name"],
     ) == (first.task_id, "a", "Greet", project.pk, "Office tasks")
     assert {e["task_external_id"] for e in listed} == {"a", "b"}
+
+
+def test_a_rollout_of_a_task_reviewed_already_still_waits_for_its_own_review(
+    history, client_for, project, make_user
+):
+    manager, first = history
+    Task.objects.filter(pk=first.task_id).update(status=TaskStatus.REVIEWED)
+    rollout = Episode.objects.create(
+        task=first.task, annotator=manager, mode=EpisodeMode.AUTONOMOUS,
+        ended_at=T0 + timedelta(days=3), outcome=EpisodeOutcome.FINISHED,
+    )  # fmt: skip
+    Episode.objects.create(
+        task=first.task, annotator=manager, mode=EpisodeMode.AUTONOMOUS,
+        ended_at=T0 + timedelta(days=3), outcome=EpisodeOutcome.ENV_FAILED,
+    )  # fmt: skip
+    reviewer = make_user("rev", project, Role.REVIEWER)
+    queued = client_for(reviewer).get(f"/api/review-queue/?project={project.pk}").json()["results"]
+    assert [(e["id"], e["mode"]) for e in queued] == [(rollout.pk, EpisodeMode.AUTONOMOUS)]

@@ -4,7 +4,7 @@ import { Link } from "react-router-dom";
 import type { Page } from "../../api";
 import { Button, ErrorBanner, Loading, Pager, Table, useApi } from "../../ui";
 import { TaskSuccess } from "./Evaluation";
-import { when } from "./format";
+import { ranBy, when } from "./format";
 import type { EpisodeSummary } from "./types";
 
 export function EpisodeList({ projectId }: { projectId: string }) {
@@ -44,7 +44,7 @@ export function EpisodeList({ projectId }: { projectId: string }) {
                 </>
               ),
             },
-            { header: "Annotator", cell: (e) => e.annotator },
+            { header: "Annotator", cell: (e) => ranBy(e) },
             { header: "Model version", cell: (e) => e.model_version || "—" },
             { header: "Steps", cell: (e) => e.step_count },
             { header: "Started", cell: (e) => when(e.started_at) },

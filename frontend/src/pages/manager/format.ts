@@ -49,3 +49,9 @@ export function versionLabel(name: string): string {
   const ocr = /^ocr-(.+)$/.exec(name);
   return ocr ? `baseline (OCR, tesseract ${ocr[1]})` : name;
 }
+
+/** Who ran an episode, as a list shows it: its annotator, or for a rollout the model that ran
+ * it alone (the person who started the batch did not decide its steps). */
+export function ranBy(episode: { annotator: string; mode?: string; model_version?: string }): string {
+  return episode.mode === "autonomous" ? `rollout · ${versionLabel(episode.model_version || "model")}` : episode.annotator;
+}

@@ -5,7 +5,7 @@ import type { Page } from "../../api";
 import { Button, ErrorBanner, ForRoles, Loading, ProjectSelect, Table, useApi, useMe } from "../../ui";
 import { TaskSuccess } from "../manager/Evaluation";
 import { EpisodeViewer } from "../manager/EpisodeViewer";
-import { when } from "../manager/format";
+import { ranBy, when } from "../manager/format";
 import type { EpisodeSummary } from "../manager/types";
 import "../manager/manager.css";
 
@@ -43,7 +43,7 @@ function ReviewQueue() {
             { header: "Episode", cell: (e) => <Link to={`episodes/${e.id}`}>Episode {e.id}</Link> },
             { header: "Project", cell: (e) => e.project_name },
             { header: "Instruction", cell: (e) => e.instruction },
-            { header: "Annotator", cell: (e) => e.annotator },
+            { header: "Annotator", cell: (e) => ranBy(e) },
             { header: "Steps", cell: (e) => e.step_count },
             { header: "Outcome", cell: (e) => e.outcome },
             { header: "Task success", cell: (e) => <TaskSuccess episode={e} /> },
