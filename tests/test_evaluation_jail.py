@@ -34,7 +34,7 @@ from tests.services import BIN, child_env, running
 from tests.test_chaos_episodes import ready, stepping
 from vm_pool import pool
 from vm_pool.downloads import store_task_file
-from vm_pool.evaluation import jail
+from vm_pool.evaluation import jail, scoring
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, TaskFile, host_queue
 from vm_pool.setup_runner import run_setup
 
@@ -358,3 +358,14 @@ def test_an_ordinary_file_of_the_same_kind_scores_in_the_jail(case, tmp_path):
     request = {"conjunction": "single", "metrics": [_gathered(file, tmp_path)]}
     verdict = jail.run(request, tmp_path, LIMITS)
     assert (verdict["scored"], verdict["value"]) == (True, 1.0), verdict
+
+
+def test_what_a_metric_saw_reads_as_json_not_as_python(tmp_path):
+    rules = {"expected": ["a", "b"], "case": True}
+    entry = {
+        "func": "exact_match",
+        "result": {"kind": "value", "value": "a"},
+        "expected": {"kind": "value", "value": rules},
+    }
+    verdict = scoring.score({"conjunction": "single", "metrics": [entry]}, tmp_path)
+    assert verdict["metrics"][0]["expected"] == '{"expected": ["a", "b"], "case": true}'

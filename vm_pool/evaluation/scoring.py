@@ -19,6 +19,7 @@ metric cannot read; a bound broken, memory exhausted or nesting too deep is neve
 """
 
 import errno
+import json
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,8 @@ SHOWN_CHARS = 300
 
 
 def _shown(value: Any) -> Any:
-    text = value if isinstance(value, str) else repr(value)
+    """A value as a person reads it: text as it is, anything else as JSON (not Python's repr)."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=repr)
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
 
 
