@@ -428,6 +428,9 @@ class EpisodeSerializer(serializers.ModelSerializer):
         help_text="Why the episode scored what it did, or why it could not be scored."
     )
     rollout = serializers.SerializerMethodField(help_text="The rollout it runs (autonomous).")
+    kept_until = serializers.SerializerMethodField(
+        help_text="A paused episode: until when its task and desktop are kept for its annotator."
+    )
     rollout_batch = serializers.SerializerMethodField(help_text="That rollout's batch.")
 
     class Meta:
@@ -447,6 +450,7 @@ class EpisodeSerializer(serializers.ModelSerializer):
             "started_at",
             "ended_at",
             "paused_at",
+            "kept_until",
             "outcome",
             "end_reason",
             "step_count",
@@ -454,6 +458,12 @@ class EpisodeSerializer(serializers.ModelSerializer):
             "task_success",
             "evaluation_reason",
         ]
+
+    def get_kept_until(self, episode: Episode) -> Any:
+        """Until when a paused episode's task and desktop are kept for its annotator."""
+        if episode.paused_at is None or episode.ended_at is not None:
+            return None
+        return episode.task.lease_expires_at
 
     def get_evaluation_reason(self, episode: Episode) -> str:
         return str(episode.evaluation.get("error") or episode.evaluation.get("reason") or "")

@@ -7,7 +7,7 @@ else can neither act on it nor read its screen.
 """
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -161,3 +161,14 @@ def test_the_stream_of_an_episode_whose_desktop_went_to_someone_else_is_refused(
     response = client_for(ann).post(f"/api/episodes/{episode.pk}/stream/")
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "desktop_not_owned"
+
+
+@pytest.mark.django_db
+def test_a_paused_episode_says_until_when_it_is_kept(held, settings, client_for):
+    episode, ann = held
+    later = after_the_lease()
+    episode_leases.pause_lapsed_episodes(now=later)
+    shown = client_for(ann).get(f"/api/episodes/{episode.pk}/").json()
+    grace = timedelta(seconds=settings.TANDEM_EPISODE_GRACE_SECONDS)
+    assert shown["kept_until"] is not None
+    assert datetime.fromisoformat(shown["kept_until"].replace("Z", "+00:00")) == later + grace

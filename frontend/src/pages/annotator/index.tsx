@@ -25,6 +25,8 @@ interface RunningEpisode {
   id: number;
   task: number;
   paused_at: string | null;
+  /** Until when a paused episode's task and desktop are kept. */
+  kept_until?: string | null;
 }
 
 function Queue() {
@@ -92,8 +94,9 @@ function Queue() {
         <div className="card" role="status" data-testid="paused-episode">
           <p>
             <strong>Your episode is paused</strong> since {new Date(paused.paused_at as string).toLocaleTimeString()}:
-            you were away, so its task and desktop are kept for you for a while. Nothing you decided
-            is lost.
+            you were away, so its task and desktop are kept for you
+            {paused.kept_until ? ` until ${new Date(paused.kept_until).toLocaleTimeString()}` : " for a while"}.
+            Nothing you decided is lost.
           </p>
           <Button variant="primary" onClick={() => navigate(`/annotate/episodes/${paused.id}`)}>
             Resume
