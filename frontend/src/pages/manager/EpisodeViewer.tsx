@@ -196,6 +196,10 @@ function ReviewForm({ episode, onDone }: { episode: Episode; onDone: () => void 
       first_wrong_step: verdict === "rejected" && firstWrong ? Number(firstWrong) : null,
       comment,
     });
+    // The verdict is recorded: the form starts afresh for the next one.
+    setComment("");
+    setFirstWrong("");
+    setVerdict("accepted");
     onDone();
   });
   return (
