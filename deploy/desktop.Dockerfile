@@ -59,7 +59,8 @@ COPY --chown=1000:1000 vm_pool/home_template/ /home/user/
 
 # Chromium's own sandbox needs user namespaces that the engine's seccomp profile refuses; the
 # container is the sandbox.
-RUN echo 'export CHROMIUM_FLAGS="$CHROMIUM_FLAGS --no-sandbox"' > /etc/chromium.d/tandem-sandbox
+# --test-type: no "unsupported command-line flag" bar over every page the model sees.
+RUN echo 'export CHROMIUM_FLAGS="$CHROMIUM_FLAGS --no-sandbox --test-type"' > /etc/chromium.d/tandem-sandbox
 
 # LibreOffice starts as a task expects it: no tip of the day, no first-start notices, and saves
 # a document in its own format without asking.

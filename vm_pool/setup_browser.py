@@ -27,9 +27,11 @@ from vm_pool.devtools import PORT
 from vm_pool.providers.base import DesktopControl
 from vm_pool.setup_base import SetupFailed, SetupRun, SetupStep, launch_and_draw, until_drawn
 
+# --test-type keeps Chromium from drawing its "unsupported command-line flag: --no-sandbox" bar
+# across the top of every page: the model would see it, and train on it, at every step.
 BROWSER = ["chromium", "--no-first-run", "--no-default-browser-check", "--no-sandbox",
-           "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-           "--disable-sync", "--password-store=basic",
+           "--test-type", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--password-store=basic",
            f"--remote-debugging-port={PORT}"]  # fmt: skip
 PROFILE = "~/.config/chromium/Default"
 EMPTY_CHROME_HISTORY_URL = (
