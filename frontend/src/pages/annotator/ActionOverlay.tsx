@@ -9,6 +9,30 @@ import type { Action } from "./types";
 
 const ARROW: Record<string, [number, number]> = { up: [0, -1], down: [0, 1], left: [-1, 0], right: [1, 0] };
 
+/**
+ * Where an action's caption goes, in screen pixels: never over what the action refers to, nor
+ * over the menus, tabs and address bar programs keep along the top. A caption without a point
+ * (typing, keys, finishing) sits at the bottom left; one with a point goes beside it, below it
+ * in the top half of the screen and above it in the bottom half, and left of it near the right
+ * edge.
+ */
+export function captionPlace(
+  point: [number, number] | null,
+  screen: { width: number; height: number },
+  r: number,
+  fontSize: number,
+): { x: number; y: number; anchor: "start" | "end" } {
+  if (!point) return { x: fontSize, y: screen.height - fontSize, anchor: "start" };
+  const [x, y] = point;
+  const right = x < screen.width * 0.75;
+  const below = y < screen.height / 2;
+  return {
+    x: right ? x + r * 1.6 : x - r * 1.6,
+    y: below ? y + r * 1.6 + fontSize : y - r * 1.6,
+    anchor: right ? "start" : "end",
+  };
+}
+
 export function ActionOverlay({
   action,
   screen,
@@ -31,6 +55,7 @@ export function ActionOverlay({
   const [x, y] = action.point ? [action.point[0] + 0.5, action.point[1] + 0.5] : [screen.width / 2, screen.height / 2];
   const caption = describe(action);
   const showCaption = ["type", "hotkey", "wait", "finished", "call_user", "scroll", "drag", "open_app"].includes(action.type) || !action.point;
+  const place = captionPlace(action.point ? [x, y] : null, screen, r, 18 * unit);
   return (
     <svg
       className="action-overlay"
@@ -69,8 +94,9 @@ export function ActionOverlay({
       ) : null}
       {showCaption ? (
         <text
-          x={action.point ? x + r * 1.6 : 20 * unit}
-          y={action.point ? y - r * 1.2 : 40 * unit}
+          x={place.x}
+          y={place.y}
+          textAnchor={place.anchor}
           fontSize={18 * unit}
           fill="#fff"
           stroke="#000"
