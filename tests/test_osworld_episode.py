@@ -159,7 +159,7 @@ def test_the_published_chrome_task_restarts_the_browser_and_reads_its_settings(l
     control = pool.control_for(desktop)
     assert run_setup(control, task["config"]) == []
     no_fetch = lambda url: b""  # noqa: E731 - the task has no files
-    assert open_tabs_info(Reading(control, Path("/nonexistent"), no_fetch), {})  # over socat
+    assert open_tabs_info(Reading(control, Path("/nonexistent"), no_fetch), {})["value"]  # socat
 
     assert evaluate(control, task["evaluator"], False, no_fetch).value == 0.0  # still Google
 

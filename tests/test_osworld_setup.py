@@ -9,7 +9,6 @@ a program that does not exist fails the setup with the reason, at once.
 import io
 import socket
 import time
-from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -145,16 +144,18 @@ def test_browser_tabs_open_and_close_over_the_debugging_port_only_the_agent_reac
     # The browser is running now: the next tab opens in it, over DevTools.
     run_setup(control, [step("chrome_open_tabs", urls_to_open=["file:///home/user/page2.html"])])
     reading = Reading(control, tmp_path, fetch_url=lambda url: b"")
-    tabs = open_tabs_info(reading, {})
+    tabs = open_tabs_info(reading, {})["value"]  # gathered as a value: nothing to parse
     assert {t["url"] for t in tabs} == {
         "file:///home/user/page1.html",
         "file:///home/user/page2.html",
     }
     # OSWorld reads the address bar, which has no scheme, and prefixes ``goto_prefix``.
-    assert active_url_from_accessTree(reading, {"goto_prefix": ""}) == "/home/user/page2.html"
+    active = active_url_from_accessTree(reading, {"goto_prefix": ""})
+    assert active == {"kind": "value", "value": "/home/user/page2.html"}
 
     run_setup(control, [step("chrome_close_tabs", urls_to_close=["file:///home/user/page2.html"])])
-    assert [t["url"] for t in open_tabs_info(reading, {})] == ["file:///home/user/page1.html"]
+    tabs = open_tabs_info(reading, {})["value"]
+    assert [t["url"] for t in tabs] == ["file:///home/user/page1.html"]
     # The port is the desktop's own: the host cannot reach it.
     with socket.socket() as probe:
         probe.settimeout(1)
@@ -164,12 +165,14 @@ def test_browser_tabs_open_and_close_over_the_debugging_port_only_the_agent_reac
 def test_getters_read_files_and_command_output_through_the_agent(control, tmp_path):
     run_setup(control, [step("file", path="~/Documents/report.txt", content="ready\n")])
     reading = Reading(control, tmp_path, fetch_url=lambda url: b"")
-    path = vm_file(reading, {"path": "/home/user/Documents/report.txt", "dest": "report.txt"})
-    assert Path(path).read_text() == "ready\n"
-    assert vm_file(reading, {"path": "~/missing.txt", "dest": "missing.txt"}) is None
-    assert vm_command_line(reading, {"command": "cat ~/Documents/report.txt", "shell": True}) == (
-        "ready\n"
-    )
+    # Gathered into the evaluation's folder, not opened: the jail reads them.
+    found = vm_file(reading, {"path": "/home/user/Documents/report.txt", "dest": "report.txt"})
+    assert found == {"kind": "files", "files": ["report.txt"], "single": True}
+    assert (tmp_path / "report.txt").read_text() == "ready\n"
+    missing = vm_file(reading, {"path": "~/missing.txt", "dest": "missing.txt"})
+    assert missing == {"kind": "files", "files": [None], "single": True}
+    output = vm_command_line(reading, {"command": "cat ~/Documents/report.txt", "shell": True})
+    assert output == {"kind": "value", "value": "ready\n"}
     with pytest.raises(Exception, match="outside HOME"):
         vm_file(reading, {"path": "/etc/passwd", "dest": "passwd"})
 
@@ -191,6 +194,7 @@ def test_the_wallpaper_is_the_image_the_step_names(control, tmp_path):
         time.sleep(0.5)
     assert screen.getpixel((700, 500)) == (200, 30, 30)  # stretched over the whole screen
     got = vm_wallpaper(Reading(control, tmp_path, fetch_url=no_fetch), {"dest": "w.png"})
-    assert Path(got).read_bytes() == red.getvalue()  # OSWorld's getter: the image itself
+    assert got["files"] == ["w.png"]
+    assert (tmp_path / "w.png").read_bytes() == red.getvalue()  # OSWorld's getter: the image
     with pytest.raises(SetupFailed, match="there is no file '/home/user/none.png'"):
         run_setup(control, [step("change_wallpaper", path="~/none.png")])
