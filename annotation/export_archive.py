@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from django.core.files.storage import default_storage
 
-from annotation.exports import export_prefix, published_file
+from annotation.exports import ExportConflict, export_prefix, published_file
 from annotation.models import DatasetExport
 
 CHUNK_BYTES = 1024 * 1024
@@ -26,6 +26,8 @@ def folder_name(export: DatasetExport) -> str:
 def archive_chunks(export: DatasetExport) -> Iterator[bytes]:
     """The export's tar, chunk by chunk (refuses, before the first byte, an export that has not
     succeeded)."""
+    if export.status != DatasetExport.Status.SUCCEEDED:
+        raise ExportConflict(f"This export is {export.status}; only a succeeded one has files.")
     entries = [published_file(export, entry["name"]) for entry in export.files]
     return _chunks(export, entries)
 

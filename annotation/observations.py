@@ -22,7 +22,6 @@ window manager or a lost focus record an action that did nothing).
 import time
 from typing import Any
 
-from django.core.files.storage import default_storage
 from django.db import connection, transaction
 
 from annotation import rollout_rules
@@ -31,7 +30,7 @@ from annotation.models import Episode, Proposal, Step
 from backend.celery import send_after_commit
 from vm_pool import screen_watch
 from vm_pool.providers.base import Observation
-from vm_pool.screenshots import store_screenshot
+from vm_pool.screenshots import screenshot_png, store_screenshot
 from vm_pool.x11_capture import frame_of_png
 
 MAX_REOBSERVED = 3
@@ -68,8 +67,7 @@ def _flag_no_effect(episode: Episode, index: int, png_after: bytes) -> None:
     )
     if before is None or not before.final_action:
         return
-    with default_storage.open(before.observation.file.name, "rb") as file:
-        unchanged = rollout_rules.same_screen(file.read(), png_after)
+    unchanged = rollout_rules.same_screen(screenshot_png(before.observation), png_after)
     record = rollout_rules.StepRecord(
         index=before.index,
         action=before.final_action,
