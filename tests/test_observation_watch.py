@@ -137,7 +137,7 @@ def test_a_caret_blink_is_not_a_change_but_a_window_is():
 
 
 BLINKER = Path(__file__).resolve().parent / "blinker.py"
-WATCHED_S = 15.0
+WATCHED_S = 8.0
 
 
 def _blinking_step(project, ann, name: str, program: list[str]) -> Step:

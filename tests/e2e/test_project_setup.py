@@ -63,11 +63,10 @@ def test_a_manager_sets_up_and_staffs_an_osworld_project_in_the_web_app(
         expect(page.get_by_test_id("new-project-desktop")).to_contain_text("osworld")
         page.get_by_role("button", name="Create project").click()
         page.wait_for_url("**/app/manage/projects/*/board")
-        project = off_the_loop(Project.objects.get, name="OSWorld practice")
+        project = off_the_loop(lambda: Project.objects.get(name="OSWorld practice"))
         assert project.environment_template == "default"  # the plain local desktop, as chosen
-        Project.objects.filter(pk=project.pk).update(
-            model_settings={"base_url": model.base_url, "model": MODEL, "retries": 0}
-        )
+        settings = {"base_url": model.base_url, "model": MODEL, "retries": 0}
+        off_the_loop(lambda: Project.objects.filter(pk=project.pk).update(model_settings=settings))
 
         tabs = page.get_by_role("navigation", name="Project sections")
         tabs.get_by_role("link", name="Tasks").click()
@@ -78,7 +77,10 @@ def test_a_manager_sets_up_and_staffs_an_osworld_project_in_the_web_app(
         page.screenshot(path=str(SHOTS / "setup-import.png"), full_page=True)
         advice.get_by_role("button", name="Run this project's tasks on the osworld desktop").click()
         expect(page.get_by_test_id("desktop-switched")).to_contain_text("osworld")
-        assert off_the_loop(Project.objects.get, pk=project.pk).environment_template == "osworld"
+        assert (
+            off_the_loop(lambda: Project.objects.get(pk=project.pk)).environment_template
+            == "osworld"
+        )
         page.reload()
         expect(page.get_by_test_id("programs-missing")).to_have_count(0)
 
@@ -107,12 +109,12 @@ def test_a_manager_sets_up_and_staffs_an_osworld_project_in_the_web_app(
         assert roles == {"mona": Role.MANAGER, "annie": Role.ANNOTATOR, "rex": Role.REVIEWER}
 
         tabs.get_by_role("link", name="Tasks").click()
-        task = off_the_loop(Task.objects.get, project=project)
+        task = off_the_loop(lambda: Task.objects.get(project=project))
         page.get_by_label(f"Select task {task.external_id}").check()
         page.get_by_label("Annotator").select_option("annie")
         page.get_by_role("button", name="Assign 1 selected").click()
         expect(page.get_by_text("1 task assigned to annie")).to_be_visible()
-        assert off_the_loop(Task.objects.get, pk=task.pk).status == TaskStatus.ASSIGNED
+        assert off_the_loop(lambda: Task.objects.get(pk=task.pk)).status == TaskStatus.ASSIGNED
         errors.assert_none()
         context.close()
 
@@ -128,7 +130,9 @@ def test_a_manager_sets_up_and_staffs_an_osworld_project_in_the_web_app(
         )
         expect(page.get_by_test_id("phase")).to_contain_text("Your decision", timeout=30_000)
         page.screenshot(path=str(SHOTS / "setup-episode.png"))
-        episode = off_the_loop(Episode.objects.select_related("desktop").get, pk=episode_id)
+        episode = off_the_loop(
+            lambda: Episode.objects.select_related("desktop__template").get(pk=episode_id)
+        )
         assert episode.ended_at is None, episode.end_reason
         assert episode.desktop.template.name == "osworld"
         listed = off_the_loop(
