@@ -188,7 +188,7 @@ def check_manager_chooses_b(browser, base_url: str, project: Project, job_id: in
     form.get_by_label("Version B (optional)").select_option(VERSION)
     form.get_by_role("button", name="Save versions").click()
     saved = form.get_by_test_id("versions-saved")
-    expect(saved).to_contain_text("the project's own model settings")
+    expect(saved).to_contain_text(f"the project's own model settings proposes, {VERSION} takes")
     project.refresh_from_db()
     assert (project.model_version, project.version_b.name) == (None, VERSION)
 

@@ -15,12 +15,17 @@ function CreateProject({ onCreated }: { onCreated: (p: Project) => void }) {
   const [name, setName] = useState("");
   const [platform, setPlatform] = useState("desktop");
   const [description, setDescription] = useState("");
-  const [template, setTemplate] = useState("default");
+  const [template, setTemplate] = useState("");
   const templates = useApi<DesktopTemplate[]>("/api/desktop-templates/");
   const { error, busy, dismiss, onSubmit } = useSubmit();
   const submit = onSubmit(async () => {
     onCreated(
-      await api.post<Project>("/api/projects/", { name, platform, description, environment_template: template }),
+      await api.post<Project>("/api/projects/", {
+        name,
+        platform,
+        description,
+        ...(template ? { environment_template: template } : {}),
+      }),
     );
   });
   return (
@@ -43,7 +48,7 @@ function CreateProject({ onCreated }: { onCreated: (p: Project) => void }) {
         <label className="field">
           Desktop
           <select value={template} onChange={(e) => setTemplate(e.target.value)} data-testid="new-project-desktop">
-            {(templates.data ?? []).some((t) => t.name === template) ? null : <option value={template}>{template}</option>}
+            <option value="">Tandem&apos;s default desktop</option>
             {(templates.data ?? []).map((t) => (
               <option key={t.name} value={t.name}>
                 {t.name} ({t.provider === "local" ? "local desktop" : t.provider})
