@@ -166,6 +166,10 @@ def evaluate_episode(episode_id: int, attempt: int | None = None) -> None:
         if isinstance(error, NotScored) and error.limit:
             details["limit"] = error.limit
         stored = _store(episode.pk, attempt, EvaluationStatus.FAILED, None, details)
+    except Exception as error:  # never left pending for recovery to send into it again
+        logger.exception("episode %s: its evaluation failed", episode.pk)
+        reason = {"error": f"the evaluation failed: {type(error).__name__}: {error}"[:1000]}
+        stored = _store(episode.pk, attempt, EvaluationStatus.FAILED, None, reason)
     else:
         if owns_desktop(episode):
             stored = _store(

@@ -124,6 +124,8 @@ def test_a_missing_file_scores_0_and_says_which(control):
             },
             r"postconfig: setup step 1 \(launch\) failed",
         ),
+        ({"func": "exact_match", "result": [5]}, "'result' must be a getter config"),
+        ({"func": "exact_match", "result": says("a"), "expected": "a"}, "'expected' must be"),
     ],
 )
 def test_an_evaluator_that_cannot_run_gives_no_score(control, evaluator, reason):

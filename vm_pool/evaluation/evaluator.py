@@ -92,6 +92,8 @@ def check(evaluator: dict[str, Any]) -> list[str]:
     for key in ("result", "expected"):
         configs = evaluator.get(key)
         for config in configs if isinstance(configs, list) else [configs]:
+            if config and not isinstance(config, dict):
+                raise EvaluationFailed(f"'{key}' must be a getter config (an object)")
             if config and config.get("type") not in GETTERS:
                 raise EvaluationFailed(f"getter {config.get('type')!r} is not supported here")
     return names
@@ -177,3 +179,7 @@ def _gathered(reading: Reading, config: dict[str, Any]) -> Gathered:
     except (GetterError, DesktopError, KeyError, ValueError, TypeError, OSError) as error:
         # OSWorld scores a metric whose file cannot be had as 0 (its "file not found").
         return failed(f"getter: {type(error).__name__}: {error}")
+    except Exception as error:  # anything else is no verdict on the episode: not scored
+        raise NotScored(
+            None, f"getter {config['type']}: {type(error).__name__}: {error}"
+        ) from error
