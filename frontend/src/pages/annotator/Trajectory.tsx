@@ -7,7 +7,14 @@ const DECISION_LABEL: Record<string, string> = {
   accepted: "approved",
   corrected: "corrected",
   error_kept: "error kept",
+  // A branch task's steps before the handed-over one: the rollout's, replayed on this desktop.
+  auto: "replayed",
 };
+
+/** How the trajectory names a step's decision; every decision has a name. */
+export function decisionLabel(decision: string): string {
+  return DECISION_LABEL[decision] ?? decision.replace("_", " ");
+}
 
 export function Trajectory({ steps, current }: { steps: StepView[]; current: number | null }) {
   const list = useRef<HTMLOListElement>(null);
@@ -27,7 +34,7 @@ export function Trajectory({ steps, current }: { steps: StepView[]; current: num
             <div className="step-caption">
               <span className="step-number">{s.step}</span>{" "}
               {s.decision ? (
-                <span className={`badge badge-${s.decision}`}>{DECISION_LABEL[s.decision]}</span>
+                <span className={`badge badge-${s.decision}`}>{decisionLabel(s.decision)}</span>
               ) : (
                 <span className="badge">open</span>
               )}

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { handedOverNote, pixelShare, replaySummary } from "./branch";
+import { decisionLabel } from "./Trajectory";
 
 describe("pixelShare", () => {
   it("writes shares as percentages and never rounds a difference to an exact match", () => {
@@ -42,5 +43,12 @@ describe("handedOverNote", () => {
     expect(note).toContain("step 3");
     expect(note).toContain("marked wrong in review");
     expect(note).not.toContain("a reviewer");
+  });
+});
+
+describe("decisionLabel", () => {
+  it("names a branch task's replayed steps instead of leaving their badge empty", () => {
+    expect(decisionLabel("auto")).toBe("replayed");
+    expect(decisionLabel("error_kept")).toBe("error kept");
   });
 });
