@@ -23,6 +23,9 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
+from vm_pool.downloads import store_task_file
+from vm_pool.models import TaskFile
+
 TASKS = Path(__file__).resolve().parent / "osworld_tasks"
 HF = "https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main"
 AMOUNTS = [42, 7, 19, 3, 25]
@@ -109,9 +112,6 @@ def task_rows() -> list[dict[str, Any]]:
 
 def fill_cache(uploaded_by: Any = None) -> int:
     """Keep every demo file under its URL (replacing what was kept); return how many."""
-    from vm_pool.downloads import store_task_file
-    from vm_pool.models import TaskFile
-
     for url, make in FILES.items():
         store_task_file(url, make(), TaskFile.Source.UPLOADED, uploaded_by)
     return len(FILES)

@@ -70,6 +70,7 @@ from vm_pool import pool, screen_watch
 from vm_pool.actions import ACTION_TIMEOUT_S, Action, ActionType, InvalidAction, ScreenSize
 from vm_pool.models import Desktop, host_queue
 from vm_pool.screenshots import store_screenshot
+from vm_pool.setup_runner import SetupFailed, run_setup
 
 logger = logging.getLogger(__name__)
 
@@ -129,8 +130,6 @@ def start_episode(user: User, projects: Any) -> Episode:
 
 def prepare_episode(episode_id: int) -> None:
     """On the desktop's host: run the task's setup, take the first observation, then propose."""
-    from vm_pool.setup_runner import SetupFailed, run_setup
-
     episode = Episode.objects.select_related("task", "desktop").get(pk=episode_id)
     if episode.ended_at is not None or episode.steps.exists():
         return

@@ -48,6 +48,7 @@ from backend.celery import send_after_commit
 from backend.heartbeats import Heartbeat
 from vm_pool import pool
 from vm_pool.downloads import DownloadRefused, fetch_task_file
+from vm_pool.evaluation.evaluator import EvaluationFailed, NotScored, evaluate
 from vm_pool.models import host_queue
 
 logger = logging.getLogger(__name__)
@@ -131,8 +132,6 @@ def _store(
 def evaluate_episode(episode_id: int, attempt: int | None = None) -> None:
     """On the desktop's host: score the ended episode, then release its desktop. ``attempt``:
     the attempt this job was sent as (a job queued before attempts were counted is the first)."""
-    from vm_pool.evaluation.evaluator import EvaluationFailed, NotScored, evaluate
-
     attempt = attempt or 1
     now = timezone.now()
     claimed = (

@@ -295,7 +295,10 @@ def test_a_reply_dribbled_a_byte_at_a_time_ends_at_the_calls_deadline(agent):
     assert message == (
         f"desktop agent at {agent.address} did not answer /observe?settle=1 within its 1s deadline"
     )
-    assert 1 <= took < 1 + MARGIN_S
+    # A byte every 0.2 s kept the call alive as long as bytes came (8 s and more): the deadline
+    # ends it at its 1 s, give or take the thread switch.
+    assert took >= 1
+    assert took < 1 + MARGIN_S
 
 
 def test_headers_dribbled_a_byte_at_a_time_end_at_the_deadline_too(agent):
