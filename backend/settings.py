@@ -6,6 +6,7 @@ machine (PostgreSQL and Redis on 127.0.0.1). Production differences are explicit
 """
 
 import os
+import re
 import socket
 from pathlib import Path
 
@@ -131,10 +132,21 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("TANDEM_REDIS_URL", "redis://127.0.0.1:6379/0")
 
+# One Redis may serve several Tandem instances (two checkouts on one machine, a staging beside
+# production): each keeps its queues, results and socket groups under its own key prefix, so no
+# worker takes another instance's jobs. An instance is its database: the prefix defaults to the
+# database's name, which every process of one instance (web, workers, desktop hosts) shares.
+TANDEM_INSTANCE = env("TANDEM_INSTANCE", DATABASES["default"]["NAME"])
+if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", TANDEM_INSTANCE):
+    raise ImproperlyConfigured(
+        f"TANDEM_INSTANCE must be 1-64 letters, digits, '_', '.' or '-', not {TANDEM_INSTANCE!r}"
+    )
+INSTANCE_KEY_PREFIX = f"{TANDEM_INSTANCE}:"
+
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": f"{INSTANCE_KEY_PREFIX}asgi"},
     }
 }
 
@@ -164,7 +176,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": TANDEM_CELERY_VISIBILITY_TIMEOUT,
     "unacked_restore_interval": max(1, min(10, TANDEM_CELERY_VISIBILITY_TIMEOUT // 2)),
     "unacked_restore_throttle": 1,
+    "global_keyprefix": INSTANCE_KEY_PREFIX,
 }
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"global_keyprefix": INSTANCE_KEY_PREFIX}
 CELERY_TIMEZONE = "UTC"
 
 AUTH_PASSWORD_VALIDATORS = [

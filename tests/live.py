@@ -6,11 +6,10 @@ its own Celery broker, so no other worker takes the test's jobs."""
 import json
 from pathlib import Path
 
-from celery import Celery
 from django.conf import settings
 from websockets.sync.client import connect
 
-from tests.services import BIN, child_env, port_open, running
+from tests.services import BIN, child_env, port_open, running, worker_answers
 from vm_pool.models import host_queue
 
 CSRF = "t" * 32
@@ -66,7 +65,7 @@ def worker(
         command += ["-B", "-s", str(beat)]
 
     def ready() -> bool:
-        return bool(Celery(broker=broker, set_as_current=False).control.ping([name], timeout=0.5))
+        return worker_answers(broker, name)
 
     return running(command, {**service_env(host, broker, channels), **extra}, ready, 60)
 

@@ -25,14 +25,36 @@ def free_port() -> int:
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    """The environment of a child process that must use the test database."""
+    """The environment of a child process that must use the test database, as one instance
+    with this process (the same prefix on its queues and socket groups)."""
     env = dict(os.environ)
     env["TANDEM_DB_NAME"] = settings.DATABASES["default"]["NAME"]
+    env["TANDEM_INSTANCE"] = settings.TANDEM_INSTANCE
     env.update(extra)
     return env
 
 
 _started = itertools.count(1)
+
+
+def redis_layer(url: str) -> dict:
+    """This instance's channel layer on the Redis database ``url`` (a test's own groups)."""
+    config = {**settings.CHANNEL_LAYERS["default"]["CONFIG"], "hosts": [url]}
+    return {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": config}}
+
+
+def worker_answers(broker: str, name: str, timeout: float = 0.5, instance: str = "") -> bool:
+    """Whether the worker ``name`` of this instance (or of ``instance``) answers a ping through
+    ``broker``."""
+    from celery import Celery
+
+    prefix = f"{instance}:" if instance else settings.INSTANCE_KEY_PREFIX
+    client = Celery(broker=broker, set_as_current=False)
+    client.conf.broker_transport_options = {"global_keyprefix": prefix}
+    try:
+        return bool(client.control.ping([name], timeout=timeout))
+    finally:
+        client.close()
 
 
 @contextmanager

@@ -92,7 +92,8 @@ def test_the_api_only_queues_the_job_for_a_train_worker(datasets_and_client, set
     row = FineTuneJob.objects.get(pk=job["id"])
     assert (row.status, row.progress, row.attempt, row.started_at) == ("queued", 0.0, 0, None)
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    messages = [json.loads(m) for m in broker.lrange(idle, 0, -1)]
+    key = settings.INSTANCE_KEY_PREFIX  # the instance's queues are kept under its prefix
+    messages = [json.loads(m) for m in broker.lrange(key + idle, 0, -1)]
     ours = [
         m
         for m in messages
@@ -100,11 +101,11 @@ def test_the_api_only_queues_the_job_for_a_train_worker(datasets_and_client, set
         and m["headers"]["argsrepr"] == f"[{job['id']}]"
     ]
     assert len(ours) == 1
-    broker.delete(idle)
+    broker.delete(key + idle)
     assert not any(
         m["headers"]["task"] == "model_serving.jobs.run_finetune_job"
         for queue in ("default", "exports", "model", "desktops")
-        for m in map(json.loads, broker.lrange(queue, 0, -1))
+        for m in map(json.loads, broker.lrange(key + queue, 0, -1))
     )
 
 

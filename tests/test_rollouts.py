@@ -20,7 +20,6 @@ from typing import Any
 
 import datasets
 import pytest
-from celery import Celery
 from django.core.management import call_command
 
 from annotation import exports
@@ -44,7 +43,7 @@ from model_serving.uitars import to_model
 from tests.e2e.workspace import eventually
 from tests.fake_model_server import Reply, serving
 from tests.live import service_env
-from tests.services import BIN, running
+from tests.services import BIN, running, worker_answers
 from vm_pool import pool
 from vm_pool.actions import Point, ScreenSize
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, host_queue
@@ -115,7 +114,7 @@ def rollout_worker(host: str, beat: Path, **env: str):
     command += ["-B", "-s", str(beat)]
 
     def ready() -> bool:
-        return bool(Celery(broker=REDIS, set_as_current=False).control.ping([name], timeout=0.5))
+        return worker_answers(REDIS, name)
 
     # As deploy/dev.sh runs the host's worker: eight threads, and a pool for their jobs and
     # the rollouts' heartbeats.

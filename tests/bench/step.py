@@ -90,8 +90,9 @@ def _bench_broker() -> Iterator[None]:
         app.amqp._producer_pool = None
 
     saved = app.conf.broker_url
-    layers = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                          "CONFIG": {"hosts": [BENCH_REDIS]}}}  # fmt: skip
+    from tests.services import redis_layer
+
+    layers = redis_layer(BENCH_REDIS)
     point_at(BENCH_REDIS)
     try:
         with override_settings(CHANNEL_LAYERS=layers):
@@ -110,10 +111,9 @@ def _worker_command(host: str, name: str) -> list[str]:
 
 @contextmanager
 def _worker(host: str, media_root: Path) -> Iterator[None]:
-    from celery import Celery
     from django.conf import settings
 
-    from tests.services import child_env, running
+    from tests.services import child_env, running, worker_answers
 
     name = f"{host}@bench"
     env = child_env(
@@ -126,16 +126,8 @@ def _worker(host: str, media_root: Path) -> Iterator[None]:
         TANDEM_CELERY_BROKER_URL=BENCH_REDIS,
         TANDEM_CELERY_RESULT_BACKEND=BENCH_REDIS,
     )
-    pinger = Celery(broker=BENCH_REDIS)
-
-    def ready() -> bool:
-        return bool(pinger.control.ping([name], timeout=0.5))
-
-    try:
-        with running(_worker_command(host, name), env, ready, 60):
-            yield
-    finally:
-        pinger.close()
+    with running(_worker_command(host, name), env, lambda: worker_answers(BENCH_REDIS, name), 60):
+        yield
 
 
 class ProposalRequests:
@@ -164,7 +156,10 @@ class ProposalRequests:
 
     def _pop(self) -> None:
         # kombu's Redis transport keeps one list per priority; priority 0 is the queue's name.
-        keys = ["model", *(f"model\x06\x16{p}" for p in (3, 6, 9))]
+        from django.conf import settings
+
+        queue = f"{settings.INSTANCE_KEY_PREFIX}model"  # the instance's own key of the queue
+        keys = [queue, *(f"{queue}\x06\x16{p}" for p in (3, 6, 9))]
         while not self._stop.is_set():
             got = cast("list[bytes] | None", self._redis.brpop(keys, timeout=0.2))
             if got is None:

@@ -43,6 +43,7 @@ from tests.e2e.workspace import (
 )
 from tests.fake_model_server import Reply
 from tests.live import TERMINAL
+from tests.services import redis_layer
 from vm_pool import pool
 
 # The model's answers, one per step. UI-TARS-1.5 speaks in the smart-resized screenshot's
@@ -231,12 +232,7 @@ def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
 
 def test_a_failed_desktop_is_shown_and_the_episode_abandoned(host, project, monkeypatch, settings):
     # The health check runs here and tells the annotator's socket through the test's layer.
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [CHANNELS]},
-        }
-    }
+    settings.CHANNEL_LAYERS = redis_layer(CHANNELS)
     task = terminal_task(project)
     with live_workspace(host, project, monkeypatch, SCRIPT[:1]) as live:
         page = live.page

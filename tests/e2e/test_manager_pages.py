@@ -15,7 +15,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from celery import Celery
 from django.test import Client
 from playwright.sync_api import expect
 
@@ -25,7 +24,7 @@ from backend.accounts.roles import Role
 from tests.e2e.browser import accessibility_problems, chromium, sign_in
 from tests.e2e.manager_flow import check_manager_and_reviewer
 from tests.live import CSRF, TERMINAL, Socket, asgi, service_env, websockify, worker
-from tests.services import BIN, free_port, running
+from tests.services import BIN, free_port, running, worker_answers
 from vm_pool import pool
 from vm_pool.models import DesktopStatus, DesktopTemplate
 
@@ -42,7 +41,7 @@ def export_worker(host: str):
     command += ["--pool", "threads", "-c", "2", "--without-gossip", "--without-mingle"]
 
     def ready() -> bool:
-        return bool(Celery(broker=BROKER, set_as_current=False).control.ping([name], timeout=0.5))
+        return worker_answers(BROKER, name)
 
     return running(command, service_env(host, BROKER, CHANNELS), ready, 60)
 

@@ -20,7 +20,6 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from celery import Celery
 from playwright.sync_api import Page, expect
 
 from annotation.model_versions import overview
@@ -34,7 +33,7 @@ from tests.e2e.browser import accessibility_problems, chromium, sign_in
 from tests.export_data import make_episodes
 from tests.fake_model_server import Reply, serving
 from tests.finetune_data import built_export
-from tests.services import BIN, child_env, free_port, port_open, running
+from tests.services import BIN, child_env, free_port, port_open, running, worker_answers
 
 # Redis databases of this suite alone, so that it can run beside the other live suites.
 BROKER, CHANNELS = "redis://127.0.0.1:6379/6", "redis://127.0.0.1:6379/7"
@@ -57,7 +56,7 @@ def worker(name: str, queues: str, pool: str, env: dict[str, str], broker: str =
     command += ["--pool", pool, "--without-gossip", "--without-mingle", "-l", "INFO"]
 
     def ready() -> bool:
-        return bool(Celery(broker=broker, set_as_current=False).control.ping([name], timeout=0.5))
+        return worker_answers(broker, name)
 
     return running(command, env, ready, 90)
 

@@ -43,6 +43,7 @@ from tests.e2e.workspace import (
 )
 from tests.fake_model_server import Reply
 from tests.live import TERMINAL
+from tests.services import redis_layer
 from tests.test_observation_watch import SLOW_DIALOG
 from vm_pool import pool
 from vm_pool.models import Desktop, DesktopStatus
@@ -136,12 +137,7 @@ def test_two_annotators_walk_through_every_decision_and_a_pause(
     host, project, make_user, monkeypatch, settings
 ):
     # The reaper runs here, as beat would run it, and tells the sockets through the test's layer.
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [CHANNELS]},
-        }
-    }
+    settings.CHANNEL_LAYERS = redis_layer(CHANNELS)
     make_user("bob", project, Role.ANNOTATOR)
     saving = task(project, SAVE, [launch("mousepad")])
     dialog = task(
