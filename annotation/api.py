@@ -24,7 +24,7 @@ from rest_framework.views import APIView
 from annotation import (
     access,
     branches,
-    episode_leases,
+    episode_ownership,
     episodes,
     importer,
     model_versions,
@@ -379,9 +379,13 @@ class EpisodeViewSet(viewsets.ReadOnlyModelViewSet):
         if episode.annotator_id != request.user.pk:
             access.require(request.user, episode.task.project, Capability.VIEW_EPISODES)
         if episode.ended_at is not None or episode.desktop is None:
-            raise episodes.EpisodeError("This episode has ended; its desktop is not streamed.")
-        if not episode_leases.owns_desktop(episode):  # reset since: maybe someone else's now
-            raise episode_leases.DesktopNotOwned(f"Not streamed: {episode_leases.DESKTOP_LOST}.")
+            raise episode_ownership.EpisodeError(
+                "This episode has ended; its desktop is not streamed."
+            )
+        if not episode_ownership.owns_desktop(episode):  # reset since: maybe someone else's now
+            raise episode_ownership.DesktopNotOwned(
+                f"Not streamed: {episode_ownership.DESKTOP_LOST}."
+            )
         stream = open_stream(episode.desktop, request.user)
         return Response(StreamSerializer(stream).data, status=status.HTTP_201_CREATED)
 

@@ -32,8 +32,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import access, rollout_stats, rollouts, validation
-from annotation.models import Project, Task
-from annotation.rollout_models import BatchStatus, Rollout, RolloutBatch
+from annotation.models import BatchStatus, Project, Rollout, RolloutBatch, Task
 from backend.accounts.models import User
 from backend.accounts.roles import Capability
 from model_serving.models import ModelVersion

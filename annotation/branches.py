@@ -41,18 +41,20 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation import observations
-from annotation.episode_leases import DESKTOP_LOST, end_episode, owns_desktop, tell
+from annotation.episode_events import tell
+from annotation.episode_leases import end_episode
+from annotation.episode_ownership import DESKTOP_LOST, owns_desktop
 from annotation.models import (
     Decision,
     Episode,
     EpisodeMode,
     EpisodeOutcome,
-    Proposal,
     Review,
     Step,
     Task,
     TaskEvent,
 )
+from annotation.proposals import copy_proposals, offer_recorded_proposals
 from annotation.reviews import submit_review
 from annotation.rollout_rules import screen_difference
 from backend.accounts.models import User
@@ -205,7 +207,7 @@ def _hand_over(
                 observation=store_screenshot(seen.png),
                 settle_ms=round(seen.waited_ms),
             )
-            copies = _copy_proposals(original, step)
+            copies = copy_proposals(original, step)
             chosen = next((c for c in copies if c.rank == _chosen_rank(original)), None)
             # Decided in one statement: a decided step is frozen.
             Step.objects.filter(pk=step.pk).update(
@@ -217,7 +219,7 @@ def _hand_over(
             )
         opened = observations.store(episode.pk, recorded[-1].index, screens[-1], control)
         if opened is not None:
-            _offer(recorded[-1], opened)
+            offer_recorded_proposals(recorded[-1], opened)
 
 
 def _chosen_rank(step: Step) -> int | None:
@@ -260,34 +262,8 @@ def offer_recorded(step: Step) -> bool:
         }}  # fmt: skip
         episode.save(update_fields=["replay"])
         if offered and not step.proposals.filter(superseded=False).exists():
-            _offer(then, step)
+            offer_recorded_proposals(then, step)
     return offered
-
-
-# --- shared --------------------------------------------------------------------------------
-
-
-def _copy_proposals(original: Step, step: Step) -> list[Proposal]:
-    return Proposal.objects.bulk_create(
-        proposal.copied_to(step)
-        for proposal in original.proposals.filter(superseded=False).order_by("rank")
-    )
-
-
-def _offer(original: Step, step: Step) -> None:
-    """Within a transaction: the rollout's proposals of ``original`` as the open step's."""
-    from annotation.episodes import proposal_json
-
-    copies = _copy_proposals(original, step)
-    Episode.objects.filter(pk=step.episode_id, model_version="").update(
-        model_name=copies[0].model_name if copies else "",
-        model_version=copies[0].model_version if copies else "",
-    )
-    tell(
-        step.episode_id,
-        "proposal",
-        {"step": step.index, "candidates": [proposal_json(p) for p in copies]},
-    )
 
 
 def _told(episode: Episode, record: dict[str, Any]) -> None:

@@ -7,6 +7,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from annotation import access, episode_leases, episodes
+from annotation.episode_events import episode_group
+from annotation.episode_ownership import EpisodeError
 from annotation.models import Episode, EpisodeOutcome
 from annotation.socket_messages import Decide, MessageRefused, parse_message, read_frame
 from backend.errors import DomainError
@@ -91,7 +93,7 @@ class EpisodeConsumer(CheckedJsonConsumer):
             await self.close()
             return
         self.controls = role == "annotator"
-        self.group = episodes.episode_group(self.episode_id)
+        self.group = episode_group(self.episode_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         if self.controls:
             await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
@@ -137,12 +139,12 @@ class EpisodeConsumer(CheckedJsonConsumer):
                 await self._send_state()
                 return
             if not self.controls:
-                raise episodes.EpisodeError("This stream is view-only.")
+                raise EpisodeError("This stream is view-only.")
             if isinstance(message, Decide):
                 step = message.step
                 await self._decide(message)
             elif message == "heartbeat":
-                await database_sync_to_async(episodes.heartbeat)(self.episode_id, self.user)
+                await database_sync_to_async(episode_leases.heartbeat)(self.episode_id, self.user)
                 await self.send_json({"event": "heartbeat_ack", "payload": {}})
             else:
                 await database_sync_to_async(episodes.end_episode)(

@@ -1,12 +1,10 @@
-"""An episode's hold on its task and its desktop: ownership, heartbeats, pausing, ending.
+"""An episode's hold on its task and its desktop: heartbeats, pausing, ending.
 
 Rules:
 
-- An episode owns its desktop at the generation it leased, nothing more. The loop
-  (``annotation.episodes``) checks ``owns_desktop`` before it prepares, decides, executes or
-  stores an observation; when the desktop is no longer the annotator's at that generation (its
-  lease ended, it was reset, maybe leased to someone else), the episode ends ``env_failed``
-  saying so, and nothing is done on or read from the desktop.
+- An episode owns its desktop at the generation it leased (``annotation.episode_ownership``).
+  The loop (``annotation.episodes``) checks it before it prepares, decides, executes or stores
+  an observation; a desktop that is no longer the episode's ends it ``env_failed``, saying so.
 - The desktop's lease is the task's lease plus the grace period, so that the episode, not the
   desktop reaper, decides when an absent annotator's desktop goes back to the pool.
 - Away is not gone: when the annotator's heartbeats stop past the task's lease, the episode is
@@ -26,47 +24,19 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from annotation import queue
+from annotation import evaluations, queue
+from annotation.episode_events import tell
+from annotation.episode_ownership import (
+    DESKTOP_LOST,
+    DesktopNotOwned,
+    EpisodeError,
+    desktop_lease_seconds,
+    owns_desktop,
+)
 from annotation.models import Episode, EpisodeMode, EpisodeOutcome, Task, TaskEvent, TaskStatus
 from backend.accounts.models import User
-from backend.errors import DomainError
-from backend.notifications import notify_group, notify_user
+from backend.notifications import notify_user
 from vm_pool import pool
-
-
-class EpisodeError(DomainError):
-    status_code = 409
-    code = "episode_error"
-
-
-class DesktopNotOwned(DomainError):
-    status_code = 409
-    code = "desktop_not_owned"
-
-
-DESKTOP_LOST = "the desktop is no longer this episode's: its lease ended or it was reset"
-
-
-def desktop_lease_seconds() -> int:
-    """An episode's desktop lease outlasts the task's lease by the grace period, so that the
-    episode, not the desktop reaper, decides when an absent annotator's desktop goes back."""
-    return settings.TANDEM_LEASE_SECONDS + settings.TANDEM_EPISODE_GRACE_SECONDS
-
-
-def owns_desktop(episode: Episode) -> bool:
-    """Is the episode's desktop still leased to its annotator at the generation it leased?"""
-    if episode.desktop_id is None or episode.desktop_generation is None:
-        return False
-    return pool.holds_desktop(episode.desktop_id, episode.annotator_id, episode.desktop_generation)
-
-
-def episode_group(episode_id: int) -> str:
-    return f"episode-{episode_id}"
-
-
-def tell(episode_id: int, event: str, payload: dict[str, Any]) -> None:
-    notify_group(episode_group(episode_id), event, {"episode": episode_id, **payload})
-
 
 # --- ending --------------------------------------------------------------------------------
 
@@ -81,9 +51,6 @@ def end_episode(episode_id: int, outcome: str, reason: str) -> bool:
         episode.outcome = outcome
         episode.end_reason = reason[:300]
         episode.save(update_fields=["ended_at", "outcome", "end_reason"])
-        # Imported here: scoring reads the episode's desktop through these very rules.
-        from annotation import evaluations
-
         if evaluations.scores(episode, outcome):
             evaluations.start(episode)  # it releases the desktop once the score is stored
         elif episode.desktop_id is not None:

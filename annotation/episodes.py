@@ -40,19 +40,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from annotation import branches, decision_rules, model_versions, observations, queue
-from annotation.episode_leases import (
+from annotation.episode_events import proposal_json, tell
+from annotation.episode_leases import end_episode, refuse_without_desktop, resume, unpause
+from annotation.episode_ownership import (
     DESKTOP_LOST,
+    EpisodeError,
     desktop_lease_seconds,
-    end_episode,
     owns_desktop,
-    refuse_without_desktop,
-    resume,
-    tell,
-    unpause,
 )
-from annotation.episode_leases import EpisodeError as EpisodeError
-from annotation.episode_leases import episode_group as episode_group
-from annotation.episode_leases import heartbeat as heartbeat
 from annotation.models import (
     PEOPLE_DECISIONS,
     Decision,
@@ -155,93 +150,6 @@ def prepare_episode(episode_id: int) -> None:
         branches.replay(episode, control, observation)  # a rollout's steps, up to its wrong one
         return
     observations.store(episode.pk, 1, observation, control)
-
-
-# --- proposals -----------------------------------------------------------------------------
-
-
-def record_proposals(step_id: int, result: Any, observation: str | None = None) -> list[Proposal]:
-    """Store a proposer's answer (``model_serving`` ProposalResult) for a step, in rank order.
-
-    An answer for an observation the screen has replaced since (``observation``, the one the
-    request showed) is stored as superseded and not offered; as it was the step's one answer in
-    flight, it asks for the newer screen in its place (``observations``). Ranks are counted
-    under the step's row lock: two answers stored at once never take the same rank."""
-    with transaction.atomic():
-        step = Step.objects.select_for_update().select_related("episode").get(pk=step_id)
-        superseded = observation is not None and observation != step.observation_id
-        first_rank = step.proposals.count()
-        rows = [
-            Proposal(
-                step=step,
-                rank=first_rank + i,
-                raw_text=candidate.raw_text,
-                thought=candidate.thought,
-                action=candidate.action.to_json() if candidate.is_valid else None,
-                invalid_reason=""
-                if candidate.is_valid
-                else (candidate.invalid_reason or "no action"),
-                model_name=result.model_name,
-                model_version=result.model_version,
-                sampling=result.sampling,
-                prompt_tokens=result.prompt_tokens,
-                completion_tokens=result.completion_tokens,
-                latency_ms=result.latency_ms,
-                superseded=superseded,
-            )
-            for i, candidate in enumerate(result.candidates)
-        ]
-        Proposal.objects.bulk_create(rows)
-        if superseded:
-            _ask_again(step)
-            return rows
-        Episode.objects.filter(pk=step.episode_id, model_version="").update(
-            model_name=result.model_name, model_version=result.model_version
-        )
-        tell(
-            step.episode_id,
-            "proposal",
-            {"step": step.index, "candidates": [proposal_json(p) for p in rows]},
-        )
-    return rows
-
-
-def _ask_again(step: Step) -> None:
-    """An answer came for a screen replaced since: the newer one is asked for, while the step
-    is open."""
-    if step.decided_at is None and step.episode.ended_at is None:
-        observations.ask_model(step.pk)
-
-
-def record_model_unavailable(step_id: int, reason: str, observation: str | None = None) -> None:
-    """The model could not answer: the annotator is told to write the step themselves."""
-    with transaction.atomic():
-        step = Step.objects.select_for_update().select_related("episode").get(pk=step_id)
-        superseded = observation is not None and observation != step.observation_id
-        Proposal.objects.create(
-            step=step,
-            rank=step.proposals.count(),
-            raw_text="",
-            invalid_reason=f"model unavailable: {reason}"[:500],
-            superseded=superseded,
-        )
-        if superseded:
-            _ask_again(step)
-            return
-        tell(step.episode_id, "model_unavailable", {"step": step.index, "reason": reason})
-
-
-def proposal_json(proposal: Proposal) -> dict[str, Any]:
-    return {
-        "rank": proposal.rank,
-        "raw_text": proposal.raw_text,
-        "thought": proposal.thought,
-        "action": proposal.action,
-        "invalid_reason": proposal.invalid_reason,
-        "model_name": proposal.model_name,
-        "model_version": proposal.model_version,
-        "latency_ms": proposal.latency_ms,
-    }
 
 
 # --- deciding ------------------------------------------------------------------------------

@@ -42,7 +42,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation import observations
-from annotation.episode_leases import owns_desktop, tell
+from annotation.episode_events import tell
+from annotation.episode_ownership import owns_desktop
 from annotation.models import Episode, EpisodeOutcome, EvaluationStatus
 from backend.celery import send_after_commit
 from backend.heartbeats import Heartbeat

@@ -27,8 +27,14 @@ from typing import Any
 from django.db.models import Avg, Count, Q
 
 from annotation.model_versions import ACCEPTANCE_DAYS, overview
-from annotation.models import PEOPLE_DECISIONS, DatasetExport, Project
-from annotation.rollout_models import Rollout, RolloutBatch, RolloutStatus
+from annotation.models import (
+    PEOPLE_DECISIONS,
+    DatasetExport,
+    Project,
+    Rollout,
+    RolloutBatch,
+    RolloutStatus,
+)
 from model_serving.models import ModelVersion
 
 

@@ -21,11 +21,13 @@ from annotation import (
     evaluations,
     exports,
     model_versions,
+    proposals,
     queue,
     rollout_runs,
     rollouts,
     validation,
 )
+from annotation.episode_events import episode_group
 from annotation.models import Step
 from annotation.proposal_requests import proposal_request
 from backend.notifications import send_now
@@ -94,7 +96,7 @@ def propose_step(step_id: int) -> None:
         return
     if branches.offer_recorded(step):  # the rollout's own next step, after its kept error
         return
-    group = episodes.episode_group(step.episode_id)
+    group = episode_group(step.episode_id)
     pending: dict[int, str] = {}
     last_sent = [0.0]
 
@@ -119,10 +121,10 @@ def propose_step(step_id: int) -> None:
         result = asyncio.run(proposer.propose(proposal_request(step), on_text))
     except (ModelUnavailable, ProposerMisconfigured) as error:
         flush()
-        episodes.record_model_unavailable(step_id, str(error), observation=step.observation_id)
+        proposals.record_model_unavailable(step_id, str(error), observation=step.observation_id)
         return
     flush()
-    episodes.record_proposals(step_id, result, observation=step.observation_id)
+    proposals.record_proposals(step_id, result, observation=step.observation_id)
 
 
 @shared_task(name="annotation.jobs.evaluate_model_version", acks_late=True)

@@ -11,7 +11,7 @@ nothing (the watch's rule); a step's observation is replaced at most ``MAX_REOBS
 after which the watch ends and the last one stands; and one proposal at most is in flight per
 step: a replaced observation is proposed for at once only when the model had answered the one it
 replaces; otherwise the answer still coming is stored as superseded and asks for the newer
-screen itself (``episodes.record_proposals``).
+screen itself (``proposals.record_proposals``).
 
 A step's observation is also the screen after the step before: when it is that step's own
 screen although its action was meant to change it (``rollout_rules.StepRecord.no_op``: not a
@@ -25,7 +25,8 @@ from typing import Any
 from django.db import connection, transaction
 
 from annotation import rollout_rules
-from annotation.episode_leases import owns_desktop, tell
+from annotation.episode_events import tell
+from annotation.episode_ownership import owns_desktop
 from annotation.models import Episode, Proposal, Step
 from backend.celery import send_after_commit
 from vm_pool import screen_watch

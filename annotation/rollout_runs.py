@@ -17,11 +17,20 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from annotation import observations, rollout_rules
-from annotation.episode_leases import DESKTOP_LOST, end_episode, owns_desktop
-from annotation.models import Decision, Episode, EpisodeOutcome, Step
+from annotation import observations, proposals, rollout_rules
+from annotation.episode_leases import end_episode
+from annotation.episode_ownership import DESKTOP_LOST, owns_desktop
+from annotation.models import (
+    BatchStatus,
+    Decision,
+    Episode,
+    EpisodeOutcome,
+    Rollout,
+    RolloutBatch,
+    RolloutStatus,
+    Step,
+)
 from annotation.proposal_requests import proposal_request
-from annotation.rollout_models import BatchStatus, Rollout, RolloutBatch, RolloutStatus
 from annotation.rollouts import (
     DESKTOP_LEASE_S,
     DISPATCH_JOB,
@@ -165,25 +174,23 @@ class Run:
 
     def propose(self, step: Step) -> Action | None:
         """Ask the model; record its answer; decide the step with the first valid candidate."""
-        from annotation import episodes
-
         try:
             request = proposal_request(step)
             connection.close()  # not held while the model answers
             result = asyncio.run(self.proposer.propose(request))
         except (ModelUnavailable, ProposerMisconfigured) as error:
-            episodes.record_model_unavailable(step.pk, str(error))
+            proposals.record_model_unavailable(step.pk, str(error))
             self.records.append(
                 rollout_rules.StepRecord(
                     step.index, None, f"model unavailable: {error}", self.screen[0], None
                 )
             )
             return None
-        proposals = episodes.record_proposals(step.pk, result)
+        answered = proposals.record_proposals(step.pk, result)
         self.tokens += (result.prompt_tokens or 0) + (result.completion_tokens or 0)
-        chosen = next((p for p in proposals if p.action is not None), None)
+        chosen = next((p for p in answered if p.action is not None), None)
         if chosen is None:
-            reason = proposals[0].invalid_reason if proposals else "no answer"
+            reason = answered[0].invalid_reason if answered else "no answer"
             self.records.append(
                 rollout_rules.StepRecord(step.index, None, reason, self.screen[0], None)
             )

@@ -13,7 +13,7 @@ validation's verdicts and the cost.
 from collections import Counter, defaultdict
 from typing import Any
 
-from annotation.rollout_models import Rollout, RolloutBatch
+from annotation.models import Rollout, RolloutBatch
 
 
 def _rate(passed: int, known: int) -> float | None:

@@ -48,13 +48,16 @@ from django.utils import timezone
 from annotation import rollout_rules
 from annotation.episode_leases import end_episode
 from annotation.models import (
+    BatchStatus,
     Episode,
     EpisodeMode,
     EpisodeOutcome,
     Project,
+    Rollout,
+    RolloutBatch,
+    RolloutStatus,
     Task,
 )
-from annotation.rollout_models import BatchStatus, Rollout, RolloutBatch, RolloutStatus
 from backend.accounts.models import User
 from backend.celery import send_after_commit
 from backend.errors import DomainError

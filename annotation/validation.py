@@ -35,8 +35,7 @@ from typing import Any
 from django.utils import timezone
 
 from annotation import rollout_rules
-from annotation.models import Episode, EvaluationStatus, Review, Step
-from annotation.rollout_models import Rollout, RolloutStatus
+from annotation.models import Episode, EvaluationStatus, Review, Rollout, RolloutStatus, Step
 from backend.errors import DomainError
 from model_serving import endpoint_keys, judge
 from model_serving.uitars import action_text

@@ -136,7 +136,7 @@ REDIS_URL = env("TANDEM_REDIS_URL", "redis://127.0.0.1:6379/0")
 # production): each keeps its queues, results and socket groups under its own key prefix, so no
 # worker takes another instance's jobs. An instance is its database: the prefix defaults to the
 # database's name, which every process of one instance (web, workers, desktop hosts) shares.
-TANDEM_INSTANCE = env("TANDEM_INSTANCE", DATABASES["default"]["NAME"])
+TANDEM_INSTANCE = env("TANDEM_INSTANCE", str(DATABASES["default"]["NAME"]))
 if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", TANDEM_INSTANCE):
     raise ImproperlyConfigured(
         f"TANDEM_INSTANCE must be 1-64 letters, digits, '_', '.' or '-', not {TANDEM_INSTANCE!r}"

@@ -15,12 +15,14 @@ from annotation.models import (
     EpisodeOutcome,
     Proposal,
     Review,
+    Rollout,
+    RolloutBatch,
+    RolloutStatus,
     Step,
     Task,
     TaskEvent,
     TaskStatus,
 )
-from annotation.rollout_models import Rollout, RolloutBatch, RolloutStatus
 from annotation.rollouts import BatchRequest, RolloutRejected, create_batch
 from backend.accounts.roles import Role
 from model_serving.models import ModelVersion

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from annotation import episode_leases, episodes
+from annotation import episode_leases, episode_ownership, episodes
 from annotation.models import (
     Decision,
     Episode,
@@ -68,7 +68,7 @@ def test_an_absent_annotators_episode_is_paused_and_keeps_its_task_and_desktop(h
 def test_a_heartbeat_or_starting_work_again_resumes_a_paused_episode(held, project):
     episode, ann = held
     episode_leases.pause_lapsed_episodes(now=after_the_lease())
-    episodes.heartbeat(episode.pk, ann)
+    episode_leases.heartbeat(episode.pk, ann)
     episode.refresh_from_db()
     assert episode.paused_at is None
     task = Task.objects.get(pk=episode.task_id)
@@ -121,7 +121,7 @@ def lease_to_someone_else(episode: Episode, make_user) -> Desktop:
 def test_an_episode_whose_desktop_went_to_someone_else_cannot_decide(held, make_user):
     episode, ann = held
     taken = lease_to_someone_else(episode, make_user)
-    with pytest.raises(episode_leases.DesktopNotOwned, match="no longer this episode's"):
+    with pytest.raises(episode_ownership.DesktopNotOwned, match="no longer this episode's"):
         episodes.decide(episode.pk, ann, 1, Decision.ACCEPTED, proposal_rank=0)
     episode.refresh_from_db()
     assert episode.outcome == EpisodeOutcome.ENV_FAILED
@@ -146,7 +146,7 @@ def test_an_episode_whose_desktop_went_to_someone_else_neither_executes_nor_obse
     episodes.execute_step(step.pk)  # the job, as the host's worker would run it
     episode.refresh_from_db()
     assert episode.outcome == EpisodeOutcome.ENV_FAILED
-    assert episode.end_reason == episode_leases.DESKTOP_LOST
+    assert episode.end_reason == episode_ownership.DESKTOP_LOST
     assert not episode.steps.filter(index=2).exists()  # no screen of the next holder stored
     assert Desktop.objects.get(pk=taken.pk).leased_by_id == taken.leased_by_id
 

@@ -11,8 +11,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from annotation import datasets, episodes, jobs, observations
-from annotation.episode_leases import end_episode
+from annotation import datasets, episodes, jobs, observations, proposals
+from annotation.episode_leases import end_episode, heartbeat
+from annotation.episode_ownership import EpisodeError
 from annotation.models import (
     Decision,
     Episode,
@@ -92,7 +93,7 @@ def test_a_wrong_finished_cannot_be_kept_to_reflect_on(loop):
 def test_only_the_episodes_annotator_decides(loop, make_user, project):
     episode, step, _ = loop
     other = make_user("otto", project, Role.ANNOTATOR)
-    with pytest.raises(episodes.EpisodeError):
+    with pytest.raises(EpisodeError):
         episodes.decide(episode.pk, other, 1, Decision.ACCEPTED, proposal_rank=0)
     assert undecided(step)
 
@@ -232,13 +233,13 @@ def test_a_socket_heartbeat_keeps_both_the_task_and_the_desktop_lease(loop):
     task = Task.objects.get(pk=episode.task_id)
     soon = timezone.now() + timedelta(seconds=5)
     Task.objects.filter(pk=task.pk).update(lease_expires_at=soon)
-    episodes.heartbeat(episode.pk, ann)
+    heartbeat(episode.pk, ann)
     later = timezone.now() + timedelta(seconds=60)
     assert Task.objects.get(pk=task.pk).lease_expires_at > later
     assert Desktop.objects.get(pk=episode.desktop_id).lease_expires_at > later
     episodes.end_episode(episode.pk, EpisodeOutcome.ABANDONED, "done")
-    with pytest.raises(episodes.EpisodeError, match="ended"):
-        episodes.heartbeat(episode.pk, ann)
+    with pytest.raises(EpisodeError, match="ended"):
+        heartbeat(episode.pk, ann)
 
 
 def _answer(text: str = "Thought: open it.") -> ProposalResult:
@@ -275,12 +276,12 @@ def test_one_proposal_at_most_is_in_flight_for_a_step(
         assert observations.reobserve(step.pk, solid_png(640, 400, (9, 9, 9)), 5.0)
     assert ("annotation.jobs.propose_step", [step.pk]) not in sent
     with django_capture_on_commit_callbacks(execute=True):
-        episodes.record_proposals(step.pk, _answer(), observation=first)
+        proposals.record_proposals(step.pk, _answer(), observation=first)
     assert sent.count(("annotation.jobs.propose_step", [step.pk])) == 1
     assert list(step.proposals.values_list("superseded", flat=True)) == [True]
     # Answered for the current screen: the next replacement asks at once.
     with django_capture_on_commit_callbacks(execute=True):
-        episodes.record_proposals(
+        proposals.record_proposals(
             step.pk, _answer(), observation=Step.objects.get(pk=step.pk).observation_id
         )
         assert observations.reobserve(step.pk, solid_png(640, 400, (7, 7, 7)), 5.0)
@@ -295,7 +296,7 @@ def test_two_answers_stored_at_once_never_take_the_same_rank(open_episode):
 
     def store() -> None:
         try:
-            episodes.record_proposals(step.pk, _answer())
+            proposals.record_proposals(step.pk, _answer())
         except BaseException as error:
             failures.append(error)
         finally:

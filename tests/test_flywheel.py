@@ -8,8 +8,17 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from annotation.models import DatasetExport, Decision, Episode, EpisodeMode, EpisodeOutcome, Task
-from annotation.rollout_models import Rollout, RolloutBatch, RolloutStatus
+from annotation.models import (
+    DatasetExport,
+    Decision,
+    Episode,
+    EpisodeMode,
+    EpisodeOutcome,
+    Rollout,
+    RolloutBatch,
+    RolloutStatus,
+    Task,
+)
 from backend.accounts.roles import Role
 from model_serving.models import EvaluationRun, FineTuneJob, JobStatus, ModelVersion
 from tests.test_manager_stats import record

@@ -11,8 +11,17 @@ import pytest
 from django.utils import timezone
 
 from annotation import validation
-from annotation.models import Decision, Episode, EpisodeMode, EpisodeOutcome, Step, Task
-from annotation.rollout_models import Rollout, RolloutBatch, RolloutStatus
+from annotation.models import (
+    Decision,
+    Episode,
+    EpisodeMode,
+    EpisodeOutcome,
+    Rollout,
+    RolloutBatch,
+    RolloutStatus,
+    Step,
+    Task,
+)
 from backend.accounts.roles import Role
 from model_serving.judge import (
     JUDGE_PROMPT,

@@ -14,8 +14,17 @@ import threading
 import pytest
 from django.utils import timezone
 
-from annotation.models import Episode, EpisodeMode, EpisodeOutcome, Project, Task
-from annotation.rollout_models import BatchStatus, Rollout, RolloutBatch, RolloutStatus
+from annotation.models import (
+    BatchStatus,
+    Episode,
+    EpisodeMode,
+    EpisodeOutcome,
+    Project,
+    Rollout,
+    RolloutBatch,
+    RolloutStatus,
+    Task,
+)
 from backend.accounts.roles import Role
 from model_serving.models import ModelVersion
 from vm_pool.models import DesktopTemplate

@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from annotation import episodes, stats
-from annotation.episode_leases import EpisodeError
+from annotation.episode_ownership import EpisodeError
 from annotation.models import Decision, Episode, EpisodeMode, Step
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,15 @@ import pytest
 from django.utils import timezone
 
 from annotation import rollouts, validation
-from annotation.models import Episode, EpisodeMode, EpisodeOutcome, Task
-from annotation.rollout_models import Rollout, RolloutBatch, RolloutStatus
+from annotation.models import (
+    Episode,
+    EpisodeMode,
+    EpisodeOutcome,
+    Rollout,
+    RolloutBatch,
+    RolloutStatus,
+    Task,
+)
 from model_serving.models import ModelVersion
 
 pytestmark = pytest.mark.django_db

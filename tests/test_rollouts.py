@@ -25,6 +25,7 @@ from django.core.management import call_command
 from annotation import exports
 from annotation.management.commands.seed_demo import DEMO_TASKS
 from annotation.models import (
+    BatchStatus,
     DatasetExport,
     Decision,
     Episode,
@@ -32,9 +33,11 @@ from annotation.models import (
     EpisodeOutcome,
     EvaluationStatus,
     Project,
+    Rollout,
+    RolloutBatch,
+    RolloutStatus,
     Task,
 )
-from annotation.rollout_models import BatchStatus, Rollout, RolloutBatch, RolloutStatus
 from annotation.rollouts import BatchRequest, create_batch, set_status
 from backend.accounts.models import User
 from model_serving.judge import JUDGE_PROMPT_VERSION

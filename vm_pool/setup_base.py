@@ -1,4 +1,5 @@
-"""What every setup step shares: the step, the run it belongs to, and its failure.
+"""What every setup step shares: the step, the run it belongs to, its failure, and the tools
+every step may use (a download through the task-file cache, a checked desktop path).
 
 ``vm_pool.setup_runner`` runs a task's steps; the steps that act on windows and the browser
 live in ``vm_pool.setup_desktop`` and ``vm_pool.setup_browser``.
@@ -7,10 +8,12 @@ live in ``vm_pool.setup_desktop`` and ``vm_pool.setup_browser``.
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 from backend.errors import DomainError
 from vm_pool.actions import ScreenSize
+from vm_pool.downloads import DownloadRefused, fetch_task_file
 from vm_pool.providers.base import DesktopControl
 
 logger = logging.getLogger(__name__)
@@ -126,3 +129,29 @@ def launch_and_draw(
         until_drawn(run.control)
     elif launched.exited:  # OSWorld starts it and goes on: the failure is logged
         run.note(step, f"{argv[0]} exited with {launched.exited}")
+
+
+def fetch(step: SetupStep, url: str, sha256: str | None = None) -> bytes:
+    try:
+        return fetch_task_file(url, sha256)
+    except DownloadRefused as error:
+        raise SetupFailed(f"{step.name()}: {url}: {error}") from error
+
+
+def check_desktop_path(step: SetupStep, path: object) -> str:
+    """A file path of the desktop that stays in HOME or /tmp, as far as its text shows (the
+    agent checks symlinks where the file is written)."""
+    if not isinstance(path, str) or not path.strip():
+        raise SetupFailed(f"{step.name()}: 'path' must be a non-empty string")
+    if "\x00" in path:
+        raise SetupFailed(f"{step.name()}: {path!r} holds a NUL character")
+    parts = PurePosixPath(path).parts
+    if ".." in parts:
+        raise SetupFailed(f"{step.name()}: {path!r}: '..' is not allowed in a desktop path")
+    if path.startswith("/") and not any(
+        path == root or path.startswith(root + "/") for root in WRITABLE
+    ):
+        raise SetupFailed(
+            f"{step.name()}: {path!r} is outside the desktop user's HOME ({HOME}) and /tmp"
+        )
+    return path

@@ -25,7 +25,14 @@ from urllib.parse import quote
 
 from vm_pool.devtools import PORT
 from vm_pool.providers.base import DesktopControl
-from vm_pool.setup_base import SetupFailed, SetupRun, SetupStep, launch_and_draw, until_drawn
+from vm_pool.setup_base import (
+    SetupFailed,
+    SetupRun,
+    SetupStep,
+    fetch,
+    launch_and_draw,
+    until_drawn,
+)
 
 # --test-type keeps Chromium from drawing its "unsupported command-line flag: --no-sandbox" bar
 # across the top of every page: the model would see it, and train on it, at every step.
@@ -119,8 +126,6 @@ def _history_items(step: SetupStep) -> list[tuple[str, str, float]]:
 
 
 def update_browse_history(run: SetupRun, step: SetupStep) -> None:
-    from vm_pool.setup_runner import fetch
-
     items = _history_items(step)
     empty = fetch(step, EMPTY_CHROME_HISTORY_URL)
     with tempfile.TemporaryDirectory() as folder:

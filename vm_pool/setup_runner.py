@@ -49,18 +49,17 @@ from typing import Any
 
 from vm_pool import setup_browser, setup_desktop
 from vm_pool.actions import ScreenSize
-from vm_pool.downloads import DownloadRefused, fetch_task_file
 from vm_pool.providers.base import DesktopControl, DesktopError
 from vm_pool.setup_base import (
     COMMAND_TIMEOUT,
-    HOME,
     MAX_SLEEP,
     UNTIL_PAUSE_S,
     UNTIL_TIMEOUT_S,
-    WRITABLE,
     SetupFailed,
     SetupRun,
     SetupStep,
+    check_desktop_path,
+    fetch,
     home_path,
     launch_and_draw,
     seconds,
@@ -77,32 +76,6 @@ def _argv(run: SetupRun, step: SetupStep, key: str = "command") -> list[str]:
         command = [run.substitute(a) for a in command]
         return ["bash", "-c", " ".join(command)] if shell else [home_path(a) for a in command]
     raise SetupFailed(f"{step.name()}: '{key}' must be a non-empty string or list of strings")
-
-
-def fetch(step: SetupStep, url: str, sha256: str | None = None) -> bytes:
-    try:
-        return fetch_task_file(url, sha256)
-    except DownloadRefused as error:
-        raise SetupFailed(f"{step.name()}: {url}: {error}") from error
-
-
-def check_desktop_path(step: SetupStep, path: object) -> str:
-    """A file path of the desktop that stays in HOME or /tmp, as far as its text shows (the
-    agent checks symlinks where the file is written)."""
-    if not isinstance(path, str) or not path.strip():
-        raise SetupFailed(f"{step.name()}: 'path' must be a non-empty string")
-    if "\x00" in path:
-        raise SetupFailed(f"{step.name()}: {path!r} holds a NUL character")
-    parts = PurePosixPath(path).parts
-    if ".." in parts:
-        raise SetupFailed(f"{step.name()}: {path!r}: '..' is not allowed in a desktop path")
-    if path.startswith("/") and not any(
-        path == root or path.startswith(root + "/") for root in WRITABLE
-    ):
-        raise SetupFailed(
-            f"{step.name()}: {path!r} is outside the desktop user's HOME ({HOME}) and /tmp"
-        )
-    return path
 
 
 def _file_paths(step: SetupStep) -> list[object]:

@@ -63,8 +63,7 @@ def _measure(quiet_ms: int | None) -> dict[str, float]:
     from django.test import override_settings
 
     from annotation import rollout_runs, rollouts
-    from annotation.models import Project, Step, Task
-    from annotation.rollout_models import Rollout, RolloutStatus
+    from annotation.models import Project, Rollout, RolloutStatus, Step, Task
     from backend.accounts.models import User
     from model_serving.models import ModelVersion
     from tests.bench.step import _bench_broker, _flush_bench_redis, _start_desktops

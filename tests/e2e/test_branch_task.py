@@ -36,11 +36,12 @@ from annotation.models import (
     Episode,
     EpisodeOutcome,
     Project,
+    Rollout,
+    RolloutStatus,
     Step,
     Task,
     TaskStatus,
 )
-from annotation.rollout_models import Rollout, RolloutStatus
 from annotation.rollout_rules import screen_difference
 from annotation.rollouts import BatchRequest, create_batch
 from backend.accounts.models import User

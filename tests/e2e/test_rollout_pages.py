@@ -24,6 +24,7 @@ from playwright.sync_api import Page, expect
 
 from annotation import rollout_stats
 from annotation.models import (
+    BatchStatus,
     Decision,
     Episode,
     EpisodeMode,
@@ -32,10 +33,12 @@ from annotation.models import (
     Project,
     Proposal,
     Review,
+    Rollout,
+    RolloutBatch,
+    RolloutStatus,
     Step,
     Task,
 )
-from annotation.rollout_models import BatchStatus, Rollout, RolloutBatch, RolloutStatus
 from annotation.rollout_rules import StopRules
 from annotation.rollouts import refresh_counts
 from backend.accounts.roles import Role

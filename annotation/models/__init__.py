@@ -1,0 +1,48 @@
+"""The domain model of annotation (design §2): the tables, floor 0 of the app.
+
+Every model is re-exported here, so ``from annotation.models import X`` names each one; the
+package imports nothing else of the app. Steps are append-only: once a step is decided its row
+is frozen (a PostgreSQL trigger refuses updates), and a review that changes it writes a
+``StepRevision`` with its author.
+"""
+
+from annotation.models.episodes import (
+    PEOPLE_DECISIONS,
+    Decision,
+    Episode,
+    EpisodeMode,
+    EpisodeOutcome,
+    EvaluationStatus,
+    Proposal,
+    Review,
+    Step,
+    StepRevision,
+)
+from annotation.models.exports import DatasetExport
+from annotation.models.projects import Membership, Platform, Project
+from annotation.models.rollouts import BatchStatus, Rollout, RolloutBatch, RolloutStatus
+from annotation.models.tasks import Task, TaskEvent, TaskStatus
+
+__all__ = [
+    "PEOPLE_DECISIONS",
+    "BatchStatus",
+    "DatasetExport",
+    "Decision",
+    "Episode",
+    "EpisodeMode",
+    "EpisodeOutcome",
+    "EvaluationStatus",
+    "Membership",
+    "Platform",
+    "Project",
+    "Proposal",
+    "Review",
+    "Rollout",
+    "RolloutBatch",
+    "RolloutStatus",
+    "Step",
+    "StepRevision",
+    "Task",
+    "TaskEvent",
+    "TaskStatus",
+]
