@@ -128,11 +128,21 @@ def test_an_annotator_approves_corrects_reflects_and_finishes_in_the_browser(
         assert_within_a_pixel(second.final_action["point"], expected)
         assert second.final_thought == "The Archive word is lower down; click it there."
 
-        # 3: at 1920×1080, through the Correct button, as a drag: two clicks on the desktop.
-        page.set_viewport_size({"width": 1920, "height": 1080})
+        # 3: through the Correct button, as a drag: two clicks on the desktop. At 1600×900 the
+        # whole form, Cancel included, is inside the window and inside its panel; then at 1920.
+        page.set_viewport_size({"width": 1600, "height": 900})
         wait_for_proposal(page, 3)
         page.get_by_role("button", name="Correct").click()
         correction = page.get_by_role("form", name="Your correction")
+        cancel = correction.get_by_role("button", name="Cancel")
+        expect(cancel).to_be_in_viewport(ratio=1)
+        form, button = correction.bounding_box(), cancel.bounding_box()
+        assert form is not None and button is not None
+        assert (
+            form["x"] <= button["x"] and button["x"] + button["width"] <= form["x"] + form["width"]
+        )
+        page.screenshot(path=str(SHOTS / "workspace-correction-1600.png"))
+        page.set_viewport_size({"width": 1920, "height": 1080})
         correction.get_by_label("Action").select_option("drag")
         start = click_desktop(page, 0.71, 0.27)
         end = click_desktop(page, 0.52, 0.83)
