@@ -59,6 +59,21 @@ describe("the episode view", () => {
     expect(openStepOf(again)?.proposedAt).toBe(1000);
   });
 
+  it("counts the decision time from a replacement that came before the model's first answer", () => {
+    const replaced = reduce(
+      observed,
+      { event: "observation", payload: { step: 1, screenshot: "cd", screen: [1280, 800] } },
+      500,
+    );
+    expect(phaseOf(replaced)).toBe("reproposing");
+    expect(openStepOf(replaced)?.proposedAt).toBe(500);
+    const answered = reduce(replaced, { event: "proposal", payload: { step: 1, candidates: [proposal] } }, 3_000);
+    expect(openStepOf(answered)?.proposedAt).toBe(500);
+    const step = { step: 1, screenshot: "cd", screen: [1280, 800] as [number, number], proposals: [], decision: null, final_thought: "", final_action: null, reobserved: 1 };
+    const reloaded = reduce(EMPTY, { event: "state", payload: state({ steps: [step], open_step: 1 }) }, 9_000);
+    expect(openStepOf(reloaded)?.proposedAt).toBe(9_000);
+  });
+
   it("goes from preparing to thinking to deciding to executing", () => {
     expect(phaseOf(EMPTY)).toBe("connecting");
     expect(phaseOf(reduce(EMPTY, { event: "state", payload: state() }))).toBe("preparing");

@@ -72,7 +72,7 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
           ...s,
           streaming: s.proposals.length === 0 ? (before?.streaming ?? {}) : {},
           modelUnavailable: unavailableReason(s.proposals),
-          proposedAt: before?.proposedAt ?? (s.proposals.length ? now : null),
+          proposedAt: before?.proposedAt ?? (s.proposals.length || s.reobserved ? now : null),
         };
       });
       const broken = state.desktop?.status === "broken" ? state.desktop.broken_reason || "broken" : null;
@@ -97,7 +97,8 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
       if (known) {
         // The screen of the open step changed before the decision: the newer observation
         // replaces it, and the model proposes again for it. The step was presented already:
-        // its decision time goes on counting from then.
+        // its decision time goes on counting from then. Replaced before the model's first
+        // answer reached the workspace, it is presented now: the person may decide from here.
         if (known.decision || known.screenshot === screenshot) return view;
         return {
           ...withStep(view, step, (s) => ({
@@ -108,6 +109,7 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
             streaming: {},
             modelUnavailable: null,
             reobserved: (s.reobserved ?? 0) + 1,
+            proposedAt: s.proposedAt ?? now,
           })),
           error: null,
         };
