@@ -10,7 +10,6 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from annotation import access, queue
 from annotation.models import (
     DatasetExport,
     Episode,
@@ -22,7 +21,15 @@ from annotation.models import (
     Task,
     TaskEvent,
 )
+from annotation.projects import access, queue
+from backend.accounts.models import User
 from backend.accounts.roles import Capability
+
+
+def _staff(request: HttpRequest) -> User:
+    """The admin's user: the admin site lets only signed-in staff in."""
+    assert isinstance(request.user, User)
+    return request.user
 
 
 class ManagedProjectAdmin(admin.ModelAdmin):
@@ -31,7 +38,7 @@ class ManagedProjectAdmin(admin.ModelAdmin):
     project_path = "project"
 
     def _managed(self, request: HttpRequest) -> QuerySet[Project]:
-        return access.projects_where(request.user, Capability.MANAGE_TASKS)
+        return access.projects_where(_staff(request), Capability.MANAGE_TASKS)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         rows = super().get_queryset(request)
@@ -91,7 +98,8 @@ class ProjectAdmin(ManagedProjectAdmin):
     inlines = [MembershipInline]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        return request.user.is_superuser or request.user.can_create_projects
+        user = _staff(request)
+        return user.is_superuser or user.can_create_projects
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Project]:
         rows = admin.ModelAdmin.get_queryset(self, request)
@@ -128,7 +136,7 @@ class TaskAdmin(ManagedProjectAdmin):
 
     @admin.action(description="Unassign: return assigned tasks to the project pool")
     def return_to_pool(self, request: HttpRequest, rows: QuerySet[Task]) -> None:
-        self.message_user(request, queue.unassign_tasks(rows, request.user).message)
+        self.message_user(request, queue.unassign_tasks(rows, _staff(request)).message)
 
 
 class StepInline(ReadOnlyInline):

@@ -21,17 +21,11 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
-from annotation import (
-    access,
-    branches,
-    episode_ownership,
-    episodes,
-    importer,
-    model_versions,
-    queue,
-    reviews,
-)
+from annotation.episodes import loop as episodes
+from annotation.episodes import ownership, reviews
 from annotation.models import Episode, Membership, Project, Step, Task
+from annotation.projects import access, importer, queue, versions
+from annotation.rollouts import branching
 from annotation.serializers import (
     AssignSerializer,
     BranchRequestSerializer,
@@ -78,7 +72,9 @@ class TaskFileBodyParser(BaseParser):
     ) -> DataAndFiles:
         body = stream.read(settings.TANDEM_IMPORT_MAX_BYTES + 1)  # one byte more: "too large"
         jsonl = any(kind in (media_type or "") for kind in ("ndjson", "jsonl"))
-        upload = SimpleUploadedFile("body.jsonl" if jsonl else "body.json", body, media_type)
+        upload = SimpleUploadedFile(
+            "body.jsonl" if jsonl else "body.json", body, media_type or "application/json"
+        )
         return DataAndFiles(QueryDict(), MultiValueDict({"file": [upload]}))
 
 
@@ -248,7 +244,7 @@ class ProjectViewSet(viewsets.ModelViewSet):
         The endpoint is probed inside this request: ``GET /models`` with a 3-second timeout,
         a health probe and not a model call (see ``model_serving.status``)."""
         project = self.get_object()
-        shown = model_status(model_versions.project_model_settings(project))
+        shown = model_status(versions.project_model_settings(project))
         if not access.allows(request.user, project, Capability.MANAGE_TASKS):
             del shown["base_url"]
         return Response(shown)
@@ -379,13 +375,9 @@ class EpisodeViewSet(viewsets.ReadOnlyModelViewSet):
         if episode.annotator_id != request.user.pk:
             access.require(request.user, episode.task.project, Capability.VIEW_EPISODES)
         if episode.ended_at is not None or episode.desktop is None:
-            raise episode_ownership.EpisodeError(
-                "This episode has ended; its desktop is not streamed."
-            )
-        if not episode_ownership.owns_desktop(episode):  # reset since: maybe someone else's now
-            raise episode_ownership.DesktopNotOwned(
-                f"Not streamed: {episode_ownership.DESKTOP_LOST}."
-            )
+            raise ownership.EpisodeError("This episode has ended; its desktop is not streamed.")
+        if not ownership.owns_desktop(episode):  # reset since: maybe someone else's now
+            raise ownership.DesktopNotOwned(f"Not streamed: {ownership.DESKTOP_LOST}.")
         stream = open_stream(episode.desktop, request.user)
         return Response(StreamSerializer(stream).data, status=status.HTTP_201_CREATED)
 
@@ -395,7 +387,8 @@ class EpisodeViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"], url_path="reviews")
     def review(self, request: Request, pk: str) -> Response:
         """Review an ended episode: 201 with the new review, or 200 with the review already
-        stored when this one repeats it (a double click or a retry; see ``annotation.reviews``)."""
+        stored when this one repeats it (a double click or a retry; see
+        ``annotation.episodes.reviews``)."""
         episode = self.get_object()
         access.require(request.user, episode.task.project, Capability.REVIEW)
         body = ReviewSerializer(data=request.data)
@@ -415,12 +408,12 @@ class EpisodeViewSet(viewsets.ReadOnlyModelViewSet):
     def branch(self, request: Request, pk: str) -> Response:
         """Mark a rollout's first wrong step and send it to annotators from there: the rollout is
         rejected with that step, and a branch task replays the steps before it (answered again,
-        200, when that step was sent already; see ``annotation.branches``)."""
+        200, when that step was sent already; see ``annotation.rollouts.branching``)."""
         episode = self.get_object()
         access.require(request.user, episode.task.project, Capability.REVIEW)
         body = BranchRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        task, created = branches.send_to_annotators(
+        task, created = branching.send_to_annotators(
             episode,
             request.user,
             body.validated_data["step"],
@@ -442,7 +435,7 @@ class ScreenshotView(APIView):
             Screenshot.objects.filter(steps__episode__in=visible).distinct(), pk=sha256
         )
         response = FileResponse(
-            default_storage.open(screenshot.file.name, "rb"), content_type="image/png"
+            default_storage.open(str(screenshot.file.name), "rb"), content_type="image/png"
         )
         response["Cache-Control"] = "private, max-age=31536000, immutable"  # content-addressed
         return response

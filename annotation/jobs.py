@@ -3,7 +3,7 @@
 ``return_lapsed_leases`` runs on ``default`` (beat). The live loop's jobs run where their work
 is: ``prepare_episode``, ``execute_step`` and ``evaluate_episode`` on the queue of the host that
 owns the episode's desktop, ``propose_step`` on ``model``. ``build_export`` runs on ``exports``.
-Rollouts (``annotation.rollouts``): ``dispatch_rollouts`` and ``validate_rollout`` on
+Rollouts (``annotation.rollouts.batches``): ``dispatch_rollouts`` and ``validate_rollout`` on
 ``default``, ``run_rollout`` on the host of its desktop.
 """
 
@@ -14,22 +14,17 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
-from annotation import (
-    branches,
-    episode_leases,
-    episodes,
-    evaluations,
-    exports,
-    model_versions,
-    proposals,
-    queue,
-    rollout_runs,
-    rollouts,
-    validation,
-)
-from annotation.episode_events import episode_group
+from annotation.datasets import exports
+from annotation.episodes import leases, proposals, replay
+from annotation.episodes import loop as episodes
+from annotation.episodes import scoring as evaluations
+from annotation.episodes.events import episode_group
+from annotation.episodes.requests import proposal_request
+from annotation.flywheel import model_versions
 from annotation.models import Step
-from annotation.proposal_requests import proposal_request
+from annotation.projects import queue, versions
+from annotation.rollouts import batches, validation
+from annotation.rollouts import runs as rollout_runs
 from backend.notifications import send_now
 from model_serving.proposers.base import ModelUnavailable
 from model_serving.registry import ProposerMisconfigured, get_proposer
@@ -40,7 +35,7 @@ def return_lapsed_leases() -> int:
     """Periodic (beat): running episodes whose lease lapsed are paused (or ended after their
     grace); other tasks whose lease lapsed go back to the pool; evaluations whose job was lost
     are taken up again."""
-    episode_leases.pause_lapsed_episodes()
+    leases.pause_lapsed_episodes()
     evaluations.recover_lost()
     return queue.return_lapsed_leases()
 
@@ -78,7 +73,8 @@ def evaluate_episode(episode_id: int, attempt: int | None = None) -> None:
     max_retries=None,
 )
 def build_export(self: Any, export_id: int) -> None:
-    """Build and publish a dataset export (``annotation.exports``). Delivered again when its
+    """Build and publish a dataset export (``annotation.datasets.exports``). Delivered again when
+    its
     worker dies; while another attempt is alive, it waits for that one instead."""
     try:
         exports.build_export(export_id)
@@ -94,7 +90,7 @@ def propose_step(step_id: int) -> None:
     ).get(pk=step_id)
     if step.episode.ended_at is not None or step.proposals.filter(superseded=False).exists():
         return
-    if branches.offer_recorded(step):  # the rollout's own next step, after its kept error
+    if replay.offer_recorded(step):  # the rollout's own next step, after its kept error
         return
     group = episode_group(step.episode_id)
     pending: dict[int, str] = {}
@@ -117,7 +113,7 @@ def propose_step(step_id: int) -> None:
             await asyncio.to_thread(flush)
 
     try:
-        proposer = get_proposer(model_versions.episode_model_settings(step.episode))
+        proposer = get_proposer(versions.episode_model_settings(step.episode))
         result = asyncio.run(proposer.propose(proposal_request(step), on_text))
     except (ModelUnavailable, ProposerMisconfigured) as error:
         flush()
@@ -137,9 +133,9 @@ def evaluate_model_version(run_id: int) -> str:
 def dispatch_rollouts(batch_id: int | None = None) -> int:
     """Start what a batch (every active batch, periodically) may start now."""
     if batch_id is not None:
-        return rollouts.dispatch(batch_id)
-    rollouts.recover_stale()
-    return sum(rollouts.dispatch(batch) for batch in rollouts.active_batches())
+        return batches.dispatch(batch_id)
+    batches.recover_stale()
+    return sum(batches.dispatch(batch) for batch in batches.active_batches())
 
 
 @shared_task(
@@ -153,8 +149,8 @@ def run_rollout(self: Any, rollout_id: int, attempt: int) -> str:
     """One rollout on its desktop's host, to its end. Delivered again when its worker dies."""
     try:
         return rollout_runs.run_rollout(rollout_id, attempt)
-    except rollouts.AttemptAlive:
-        raise self.retry(countdown=rollouts.stale_seconds() / 4) from None
+    except batches.AttemptAlive:
+        raise self.retry(countdown=batches.stale_seconds() / 4) from None
 
 
 @shared_task(

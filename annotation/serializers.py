@@ -5,7 +5,6 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
-from annotation import access
 from annotation.models import (
     Episode,
     Membership,
@@ -17,7 +16,8 @@ from annotation.models import (
     Task,
     TaskEvent,
 )
-from annotation.task_support import files_missing, missing_programs
+from annotation.projects import access
+from annotation.projects.support import files_missing, missing_programs
 from backend.accounts.roles import Capability, Role, role_allows
 from model_serving.endpoint_keys import API_KEY, endpoint, written
 from vm_pool.actions import Action, InvalidAction

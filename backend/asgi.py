@@ -17,7 +17,8 @@ from backend.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": BodyLimit(django_http),
+        # Django types its handler with narrower message types than the ASGI spec's.
+        "http": BodyLimit(django_http),  # type: ignore[arg-type]
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from annotation.consumers import EpisodeConsumer, NotificationConsumer
+from annotation.episodes.consumers import EpisodeConsumer, NotificationConsumer
 
 websocket_urlpatterns = [
     path("ws/notifications/", NotificationConsumer.as_asgi()),

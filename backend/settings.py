@@ -305,7 +305,7 @@ TANDEM_DESKTOP_PROVIDERS = {
 }
 TANDEM_HOST = env("TANDEM_HOST", socket.gethostname())
 # Who may see a desktop and its stream: a rule over projects, which the pool does not know.
-TANDEM_DESKTOP_VISIBILITY = "annotation.access.visible_desktops"
+TANDEM_DESKTOP_VISIBILITY = "annotation.projects.access.visible_desktops"
 TANDEM_HOST_PROVIDERS = [p for p in env("TANDEM_HOST_PROVIDERS", "local").split(",") if p]
 TANDEM_DESKTOP_ROOT = Path(env("TANDEM_DESKTOP_ROOT", str(BASE_DIR / "var" / "desktops")))
 TANDEM_DISPLAY_RANGE = (env_int("TANDEM_DISPLAY_MIN", 100), env_int("TANDEM_DISPLAY_MAX", 399))

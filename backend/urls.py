@@ -16,20 +16,20 @@ from annotation.api import (
     ScreenshotView,
     TaskViewSet,
 )
-from annotation.api_exports import ExportViewSet
-from annotation.api_models import (
-    FineTuneJobViewSet,
-    ModelVersionViewSet,
-    ProjectModelVersionsView,
-)
-from annotation.api_rollouts import RolloutBatchViewSet, RolloutViewSet, ValidationSettingsView
-from annotation.api_stats import (
+from annotation.datasets.api import ExportViewSet
+from annotation.flywheel.api import (
     AcceptanceView,
     FlywheelView,
     ProgressBoardView,
     ReviewQueueView,
     ThroughputView,
 )
+from annotation.flywheel.model_api import (
+    FineTuneJobViewSet,
+    ModelVersionViewSet,
+    ProjectModelVersionsView,
+)
+from annotation.rollouts.api import RolloutBatchViewSet, RolloutViewSet, ValidationSettingsView
 from backend import views
 from backend.accounts.api import AccessTokenViewSet, MeView
 from vm_pool.api import DesktopTemplateViewSet, DesktopViewSet

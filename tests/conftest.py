@@ -154,7 +154,7 @@ def open_episode(make_user, project, settings, tmp_path):
     desktop runs, no job is taken), with step 1 open and the model's click proposed (rank 0):
     ``(episode, step, annotator)``."""
     from annotation.models import Episode, Proposal, Step, Task
-    from annotation.queue import claim_next_task
+    from annotation.projects.queue import claim_next_task
     from backend.accounts.roles import Role
     from tests.pngs import solid_png
     from vm_pool import pool

@@ -1,10 +1,10 @@
 """What fine-tuning tests train on: dataset exports built by the real export job
-(``annotation.exports.build_export``) in this process, for the demo's tiny base model
+(``annotation.datasets.exports.build_export``) in this process, for the demo's tiny base model
 (``model_serving.demo_model``)."""
 
 from typing import Any
 
-from annotation import exports
+from annotation.datasets import exports
 from annotation.models import DatasetExport, Project
 from backend.accounts.models import User
 

@@ -1,4 +1,5 @@
-"""Marking a rollout's first wrong step and sending it to annotators (``annotation.branches``),
+"""Marking a rollout's first wrong step and sending it to annotators
+(``annotation.episodes.replay``),
 over the API: who may, what is refused with a clear error and stores nothing, what a branch task
 is, and what the exports make of the valid prefix and of a branch's replayed steps. No desktop
 runs here (the replay itself is shown on real desktops by tests/e2e/test_branch_task.py).
@@ -7,7 +8,7 @@ runs here (the replay itself is shown on real desktops by tests/e2e/test_branch_
 import pytest
 from django.utils import timezone
 
-from annotation import datasets
+from annotation.datasets import pairs
 from annotation.models import (
     Decision,
     Episode,
@@ -23,7 +24,7 @@ from annotation.models import (
     TaskEvent,
     TaskStatus,
 )
-from annotation.rollouts import BatchRequest, RolloutRejected, create_batch
+from annotation.rollouts.batches import BatchRequest, RolloutRejected, create_batch
 from backend.accounts.roles import Role
 from model_serving.models import ModelVersion
 from tests.pngs import solid_png
@@ -215,13 +216,13 @@ def test_a_branch_task_is_for_people_never_for_a_rollout_batch(world, client_for
 
 def test_the_valid_prefix_of_a_marked_rollout_is_sft_data_whatever_v_says(world, client_for):
     users, task, episode, _ = world
-    filters = datasets.Filters(project_id=task.project_id, source="rollout")
-    assert list(datasets.iter_samples(filters, "sft")) == []  # V = 0: no SFT sample
+    filters = pairs.Filters(project_id=task.project_id, source="rollout")
+    assert list(pairs.iter_samples(filters, "sft")) == []  # V = 0: no SFT sample
     client_for(users[Role.REVIEWER]).post(url(episode), {"step": 3}, format="json")
-    samples = list(datasets.iter_samples(filters, "sft"))
+    samples = list(pairs.iter_samples(filters, "sft"))
     assert [(s.step_index, s.kind) for s in samples] == [(1, "rollout"), (2, "rollout")]
     # V = 0 still routes the whole trajectory to CT.
-    (ct,) = datasets.iter_samples(filters, "ct")
+    (ct,) = pairs.iter_samples(filters, "ct")
     assert [t.step_index for t in ct.steps] == [1, 2, 3]
 
 
@@ -239,10 +240,10 @@ def test_a_branchs_replayed_steps_are_history_in_peoples_data_never_targets(worl
     decided_step(worked, 1, Decision.AUTO, 10)  # replayed
     save = {"type": "hotkey", "keys": ["ctrl", "s"]}
     decided_step(worked, 2, Decision.CORRECTED, 20, final=("save it", save))
-    filters = datasets.Filters(project_id=task.project_id)
-    sft = list(datasets.iter_samples(filters, "sft"))
+    filters = pairs.Filters(project_id=task.project_id)
+    sft = list(pairs.iter_samples(filters, "sft"))
     assert [(s.episode_id, s.step_index, s.kind) for s in sft] == [(worked.pk, 2, "corrected")]
     assert [t.decision for t in sft[0].context.history] == ["auto"]
-    (pair,) = datasets.iter_samples(filters, "dpo")
+    (pair,) = pairs.iter_samples(filters, "dpo")
     assert pair.rejected.action_json == CLICK  # the rollout's step 2, copied with its proposal
     assert pair.chosen.action_json == {"type": "hotkey", "keys": ["ctrl", "s"]}

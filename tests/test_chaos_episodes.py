@@ -16,7 +16,8 @@ from contextlib import contextmanager
 import pytest
 from django.db import connection
 
-from annotation import episode_ownership, episodes
+from annotation.episodes import loop as episodes
+from annotation.episodes import ownership
 from annotation.models import Decision, Episode, EpisodeOutcome, Project, Step, Task
 from backend.accounts.roles import Role
 from tests.test_chaos import click, kill_connections, opened_by, pointer
@@ -147,7 +148,7 @@ def test_an_open_episode_whose_desktop_went_to_someone_else_sees_and_does_nothin
         seen = Step.objects.get(pk=open_step.pk)
         assert (seen.observation_id, seen.reobserved) == (open_step.observation_id, 0)
         # Its decision is refused; the episode ends, saying why; Carol's pointer stays put.
-        with pytest.raises(episode_ownership.DesktopNotOwned):
+        with pytest.raises(ownership.DesktopNotOwned):
             episodes.decide(
                 episode.pk, ann, 1, Decision.CORRECTED, thought="Click.",
                 action={"type": "click", "point": [700, 500]},
@@ -157,7 +158,7 @@ def test_an_open_episode_whose_desktop_went_to_someone_else_sees_and_does_nothin
     episode.refresh_from_db()
     assert (episode.outcome, episode.end_reason) == (
         EpisodeOutcome.ENV_FAILED,
-        episode_ownership.DESKTOP_LOST,
+        ownership.DESKTOP_LOST,
     )
     assert Step.objects.get(pk=open_step.pk).decided_at is None
     now = Desktop.objects.get(pk=taken.pk)
@@ -182,6 +183,6 @@ def test_a_decided_step_never_runs_on_the_next_holders_desktop(episode_and_other
     episode.refresh_from_db()
     assert (episode.outcome, episode.end_reason) == (
         EpisodeOutcome.ENV_FAILED,
-        episode_ownership.DESKTOP_LOST,
+        ownership.DESKTOP_LOST,
     )
     assert not episode.steps.filter(index=2).exists()  # no screen of Carol's stored

@@ -18,7 +18,7 @@ import pytest
 from django.conf import settings
 from django.core.files.storage import default_storage
 
-from annotation import episodes
+from annotation.episodes import loop
 from annotation.models import Project, Step, Task
 from backend.accounts.roles import Role
 from model_serving.proposers.baseline import BaselineProposer
@@ -130,8 +130,8 @@ def test_a_calc_document_placed_by_a_setup_step_is_open_on_the_first_observation
         ],
     )
     started(template)
-    episode = episodes.start_episode(ann, Project.objects.filter(pk=project.pk))
-    episodes.prepare_episode(episode.pk)
+    episode = loop.start_episode(ann, Project.objects.filter(pk=project.pk))
+    loop.prepare_episode(episode.pk)
     episode.refresh_from_db()
     assert episode.ended_at is None, episode.end_reason
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from annotation import datasets
-from annotation.dataset_formats.llama_factory import write_llama_factory
-from annotation.datasets import (
+from annotation.datasets import pairs
+from annotation.datasets.formats.llama_factory import write_llama_factory
+from annotation.datasets.pairs import (
     Context,
     ErrorCorrectionPair,
     Filters,
@@ -258,7 +258,7 @@ def test_recorded_episodes_give_valid_llama_factory_files(recorded, project, tmp
     a, _, _ = recorded
     for kind, samples in (("sft", 4), ("dpo", 3)):
         out = tmp_path / kind
-        records = datasets.iter_samples(Filters(project.pk), kind)
+        records = pairs.iter_samples(Filters(project.pk), kind)
         manifest = write_llama_factory(records, kind, out, image_path)
         written = validate(out)
         check_manifest(out, manifest, kind, samples)

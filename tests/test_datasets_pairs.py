@@ -19,8 +19,9 @@ from collections import Counter
 import pytest
 from django.utils import timezone
 
-from annotation import datasets, episodes, jobs
-from annotation.datasets import (
+from annotation import jobs
+from annotation.datasets import pairs as datasets
+from annotation.datasets.pairs import (
     Context,
     ErrorCorrectionPair,
     Filters,
@@ -30,6 +31,8 @@ from annotation.datasets import (
     StepTarget,
     Tally,
 )
+from annotation.episodes import loop as episodes
+from annotation.episodes.reviews import review_episode
 from annotation.models import (
     Decision,
     Episode,
@@ -39,7 +42,6 @@ from annotation.models import (
     StepRevision,
     Task,
 )
-from annotation.reviews import review_episode
 from backend.accounts.roles import Role
 from tests.fake_model_server import Reply, serving
 from vm_pool import pool

@@ -1,11 +1,12 @@
-"""A correction that changes nothing is an acceptance (``annotation.decision_rules``), and the
+"""A correction that changes nothing is an acceptance (``annotation.episodes.decision_rules``), and
+the
 pair builder never writes a pair whose chosen step equals its rejected one."""
 
 import pytest
 from django.utils import timezone
 
-from annotation import datasets
-from annotation.decision_rules import canonical_action, effective_decision, same_step
+from annotation.datasets import pairs as datasets
+from annotation.episodes.decision_rules import canonical_action, effective_decision, same_step
 from annotation.models import (
     Decision,
     Episode,

@@ -20,7 +20,8 @@ from Xlib import X
 from Xlib.display import Display
 from Xlib.error import XError
 
-from annotation import demo_basics, episodes, evaluations
+from annotation.demo import basics as demo_basics
+from annotation.episodes import loop, scoring
 from annotation.management.commands.seed_demo import DEMO_TASKS
 from annotation.models import Decision, EvaluationStatus, Project, Step, Task, TaskStatus
 from backend.accounts.roles import Role
@@ -276,8 +277,8 @@ def test_an_episode_ended_right_after_the_save_is_scored_on_the_file_the_save_wr
         evaluator=task["evaluator"],
     )
     annotator = make_user("ann", project, Role.ANNOTATOR)
-    episode = episodes.start_episode(annotator, Project.objects.filter(pk=project.pk))
-    episodes.prepare_episode(episode.pk)
+    episode = loop.start_episode(annotator, Project.objects.filter(pk=project.pk))
+    loop.prepare_episode(episode.pk)
     control = pool.control_for(demo_desktop)
     focused(control, "Mousepad")
     steps = [
@@ -286,20 +287,20 @@ def test_an_episode_ended_right_after_the_save_is_scored_on_the_file_the_save_wr
         {"type": "type", "content": "hello.txt\n"},
     ]
     for index, action in enumerate(steps, start=1):
-        episodes.decide(
+        loop.decide(
             episode.pk, annotator, index, Decision.CORRECTED, thought="Next.", action=action
         )
-        episodes.execute_step(Step.objects.get(episode=episode, index=index).pk)
+        loop.execute_step(Step.objects.get(episode=episode, index=index).pk)
         if index == 2:
             focused(control, "Save As")
-    receipt = episodes.decide(
+    receipt = loop.decide(
         episode.pk, annotator, 4, Decision.CORRECTED, thought="Saved.", action={"type": "finished"}
     )
     assert receipt.ends_episode
     episode.refresh_from_db()
     assert episode.evaluation_status == EvaluationStatus.PENDING
 
-    evaluations.evaluate_episode(episode.pk)
+    scoring.evaluate_episode(episode.pk)
 
     episode.refresh_from_db()
     assert episode.evaluation_status == EvaluationStatus.SCORED, episode.evaluation

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from annotation import demo_osworld
+from annotation.demo import osworld
 from annotation.management.commands.seed_demo import OSWORLD_PROJECT
 from annotation.models import Project
 from vm_pool.evaluation.evaluator import check
@@ -36,7 +36,7 @@ def seeded(settings, tmp_path) -> Project:
 
 def test_the_demo_holds_six_published_tasks_that_can_run_offline(seeded):
     tasks = list(seeded.tasks.order_by("external_id"))
-    domains = {json.loads(p.read_text())["snapshot"] for p in demo_osworld.TASKS.glob("*.json")}
+    domains = {json.loads(p.read_text())["snapshot"] for p in osworld.TASKS.glob("*.json")}
     assert len(tasks) == 6 and domains == {
         "libreoffice_calc", "libreoffice_writer", "libreoffice_impress", "gimp", "chrome", "os",
     }  # fmt: skip
@@ -54,9 +54,9 @@ def test_the_demo_holds_six_published_tasks_that_can_run_offline(seeded):
 
 
 def made(url_ending: str, folder: Path) -> str:
-    (url,) = [u for u in demo_osworld.FILES if u.endswith(url_ending)]
+    (url,) = [u for u in osworld.FILES if u.endswith(url_ending)]
     path = folder / url_ending
-    path.write_bytes(demo_osworld.FILES[url]())
+    path.write_bytes(osworld.FILES[url]())
     return str(path)
 
 

@@ -12,7 +12,9 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from annotation import episode_leases, episode_ownership, episodes
+from annotation.episodes import leases
+from annotation.episodes import loop as episodes
+from annotation.episodes import ownership as episode_ownership
 from annotation.models import (
     Decision,
     Episode,
@@ -23,7 +25,7 @@ from annotation.models import (
     TaskEvent,
     TaskStatus,
 )
-from annotation.queue import lease_duration, return_lapsed_leases
+from annotation.projects.queue import lease_duration, return_lapsed_leases
 from tests.conftest import MODEL_CLICK
 from vm_pool import pool
 from vm_pool.models import Desktop, DesktopStatus
@@ -46,7 +48,7 @@ def after_the_lease() -> timezone.datetime:
 def test_an_absent_annotators_episode_is_paused_and_keeps_its_task_and_desktop(held, settings):
     episode, ann = held
     later = after_the_lease()
-    assert episode_leases.pause_lapsed_episodes(now=later) == {"paused": 1, "ended": 0}
+    assert leases.pause_lapsed_episodes(now=later) == {"paused": 1, "ended": 0}
     assert return_lapsed_leases(now=later) == 0  # the task is not given away
 
     episode.refresh_from_db()
@@ -61,21 +63,21 @@ def test_an_absent_annotators_episode_is_paused_and_keeps_its_task_and_desktop(h
     assert TaskEvent.objects.filter(task=task, kind=TaskEvent.Kind.PAUSED).count() == 1
     assert episodes.episode_state(episode)["paused"] is True
     # A second pass in the grace period changes nothing.
-    assert episode_leases.pause_lapsed_episodes(now=later + grace / 2) == {"paused": 0, "ended": 0}
+    assert leases.pause_lapsed_episodes(now=later + grace / 2) == {"paused": 0, "ended": 0}
 
 
 @pytest.mark.django_db
 def test_a_heartbeat_or_starting_work_again_resumes_a_paused_episode(held, project):
     episode, ann = held
-    episode_leases.pause_lapsed_episodes(now=after_the_lease())
-    episode_leases.heartbeat(episode.pk, ann)
+    leases.pause_lapsed_episodes(now=after_the_lease())
+    leases.heartbeat(episode.pk, ann)
     episode.refresh_from_db()
     assert episode.paused_at is None
     task = Task.objects.get(pk=episode.task_id)
     assert task.lease_expires_at > timezone.now() + lease_duration() - timedelta(seconds=5)
     assert TaskEvent.objects.filter(task=task, kind=TaskEvent.Kind.RESUMED).count() == 1
 
-    episode_leases.pause_lapsed_episodes(now=after_the_lease())
+    leases.pause_lapsed_episodes(now=after_the_lease())
     resumed = episodes.start_episode(ann, Project.objects.filter(pk=project.pk))
     assert resumed.pk == episode.pk and resumed.paused_at is None
     assert Episode.objects.get(pk=episode.pk).paused_at is None
@@ -84,7 +86,7 @@ def test_a_heartbeat_or_starting_work_again_resumes_a_paused_episode(held, proje
 @pytest.mark.django_db
 def test_a_decision_resumes_a_paused_episode(held):
     episode, ann = held
-    episode_leases.pause_lapsed_episodes(now=after_the_lease())
+    leases.pause_lapsed_episodes(now=after_the_lease())
     receipt = episodes.decide(episode.pk, ann, 1, Decision.ACCEPTED, proposal_rank=0)
     assert not receipt.duplicate
     assert Episode.objects.get(pk=episode.pk).paused_at is None
@@ -94,9 +96,9 @@ def test_a_decision_resumes_a_paused_episode(held):
 def test_after_the_grace_the_episode_ends_abandoned_and_gives_back_task_and_desktop(held, settings):
     episode, ann = held
     paused_at = after_the_lease()
-    episode_leases.pause_lapsed_episodes(now=paused_at)
+    leases.pause_lapsed_episodes(now=paused_at)
     grace = timedelta(seconds=settings.TANDEM_EPISODE_GRACE_SECONDS)
-    assert episode_leases.pause_lapsed_episodes(now=paused_at + grace + timedelta(seconds=1)) == {
+    assert leases.pause_lapsed_episodes(now=paused_at + grace + timedelta(seconds=1)) == {
         "paused": 0,
         "ended": 1,
     }
@@ -167,7 +169,7 @@ def test_the_stream_of_an_episode_whose_desktop_went_to_someone_else_is_refused(
 def test_a_paused_episode_says_until_when_it_is_kept(held, settings, client_for):
     episode, ann = held
     later = after_the_lease()
-    episode_leases.pause_lapsed_episodes(now=later)
+    leases.pause_lapsed_episodes(now=later)
     shown = client_for(ann).get(f"/api/episodes/{episode.pk}/").json()
     grace = timedelta(seconds=settings.TANDEM_EPISODE_GRACE_SECONDS)
     assert shown["kept_until"] is not None

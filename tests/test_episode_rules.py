@@ -11,9 +11,12 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from annotation import datasets, episodes, jobs, observations, proposals
-from annotation.episode_leases import end_episode, heartbeat
-from annotation.episode_ownership import EpisodeError
+from annotation import jobs
+from annotation.datasets import pairs
+from annotation.episodes import loop as episodes
+from annotation.episodes import observations, proposals
+from annotation.episodes.leases import end_episode, heartbeat
+from annotation.episodes.ownership import EpisodeError
 from annotation.models import (
     Decision,
     Episode,
@@ -330,9 +333,9 @@ def test_a_step_whose_action_left_its_screen_as_it_was_is_flagged_and_an_export_
     assert not Step.objects.get(pk=second.pk).no_visible_effect  # waiting changes nothing by design
 
     end_episode(episode.pk, EpisodeOutcome.FINISHED, "done")
-    kept = datasets.Filters(project_id=episode.task.project_id)
-    dropped = datasets.Filters(project_id=episode.task.project_id, drop_no_visible_effect=True)
-    tally = datasets.Tally()
-    assert [s.step_index for s in datasets.iter_samples(kept, "sft")] == [1, 2]
-    assert [s.step_index for s in datasets.iter_samples(dropped, "sft", tally=tally)] == [2]
-    assert tally.skipped[datasets.NO_VISIBLE_EFFECT] == 1
+    kept = pairs.Filters(project_id=episode.task.project_id)
+    dropped = pairs.Filters(project_id=episode.task.project_id, drop_no_visible_effect=True)
+    tally = pairs.Tally()
+    assert [s.step_index for s in pairs.iter_samples(kept, "sft")] == [1, 2]
+    assert [s.step_index for s in pairs.iter_samples(dropped, "sft", tally=tally)] == [2]
+    assert tally.skipped[pairs.NO_VISIBLE_EFFECT] == 1

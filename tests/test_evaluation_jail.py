@@ -26,7 +26,7 @@ import pytest
 from django.conf import settings
 from PIL import Image
 
-from annotation.episode_leases import end_episode
+from annotation.episodes.leases import end_episode
 from annotation.models import Episode, EpisodeOutcome, EvaluationStatus, Task
 from backend.celery import app as celery_app
 from tests.hostile_files import ESCAPES, Hostile, hostile, same, zip_of

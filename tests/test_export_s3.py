@@ -8,7 +8,7 @@ import urllib.request
 import boto3
 import pytest
 
-from annotation import exports
+from annotation.datasets import exports
 from backend.accounts.roles import Role
 from tests.export_data import expected, make_episodes
 from tests.test_storage_s3 import CREDENTIALS, s3_endpoint, s3_storage  # noqa: F401  (fixtures)

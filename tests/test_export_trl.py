@@ -11,7 +11,7 @@ import pytest
 from datasets import Image, List
 from trl import DPOConfig, DPOTrainer, SFTConfig, SFTTrainer
 
-from annotation import exports
+from annotation.datasets import exports
 from annotation.models import Step
 from backend.accounts.roles import Role
 from model_serving.demo_model import tiny_model, tiny_processor

@@ -19,7 +19,7 @@ import uuid
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation import exports
+from annotation.datasets import exports
 from annotation.models import DatasetExport
 from backend.accounts.roles import Role
 from backend.celery import app as celery_app

@@ -1,5 +1,5 @@
 """Dataset exports end to end in this process: created over the API, built by the job's own
-function (``annotation.exports.build_export``; the Celery worker runs exactly that, see
+function (``annotation.datasets.exports.build_export``; the Celery worker runs exactly that, see
 ``test_export_worker``), read back over the API and by the consumers' loaders. Storage is local
 files under a temporary MEDIA_ROOT.
 
@@ -18,10 +18,9 @@ from django.core.files.storage import default_storage
 from django.test.utils import override_settings
 from django.utils import timezone
 
-from annotation import datasets as datasets_module
-from annotation import exports
+from annotation.datasets import exports, pairs
+from annotation.episodes.reviews import review_episode
 from annotation.models import DatasetExport, Episode
-from annotation.reviews import review_episode
 from backend.accounts.roles import Role
 from model_serving.evaluation import is_held_out
 from tests.export_data import expected, make_episodes
@@ -267,9 +266,7 @@ def test_the_job_checks_in_as_episodes_are_read_even_without_records(
     annotator = make_user("ann", project, Role.ANNOTATOR)
     ids = make_episodes(project, annotator, 3, 1)  # one accepted step each: no SFT sample
     seen: list[int] = []
-    records = datasets_module.iter_samples(
-        datasets_module.Filters(project.pk), "sft", on_episode=seen.append
-    )
+    records = pairs.iter_samples(pairs.Filters(project.pk), "sft", on_episode=seen.append)
     assert list(records) == []
     assert seen == sorted(ids)
 

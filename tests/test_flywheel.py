@@ -1,4 +1,4 @@
-"""The flywheel chart's figures (``annotation.flywheel``) on known rows: per model version, in
+"""The flywheel chart's figures (``annotation.flywheel.chart``) on known rows: per model version, in
 the order the versions were made, its rollouts' success rate, people's acceptance of its
 proposals, its latest offline step success rate and the exports it was trained on; and who may
 read them (managers and engineers of the project)."""

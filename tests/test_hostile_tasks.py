@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from annotation import episodes
+from annotation.episodes import loop
 from annotation.models import Episode, EpisodeOutcome, Project
 from backend.accounts.roles import Role
 from vm_pool import pool
@@ -66,8 +66,8 @@ def test_a_managers_task_runs_unprivileged_and_its_forbidden_download_ends_the_e
     )
     assert imported.status_code in (200, 201), imported.json()
 
-    episode = episodes.start_episode(annotator, Project.objects.filter(pk=project.pk))
-    episodes.prepare_episode(episode.pk)
+    episode = loop.start_episode(annotator, Project.objects.filter(pk=project.pk))
+    loop.prepare_episode(episode.pk)
 
     episode = Episode.objects.get(pk=episode.pk)
     assert episode.outcome == EpisodeOutcome.ENV_FAILED

@@ -14,9 +14,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.http import HttpResponse
 from rest_framework.test import APIClient
 
-from annotation import task_rows
-from annotation.importer import CONTENT_FIELDS, MAX_DEPTH
 from annotation.models import Task, TaskEvent, TaskStatus
+from annotation.projects import rows as task_rows
+from annotation.projects.importer import CONTENT_FIELDS, MAX_DEPTH
 from backend.accounts.models import User
 from tests.conftest import PASSWORD
 from vm_pool.setup_runner import RUNNERS

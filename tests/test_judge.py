@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from annotation import validation
 from annotation.models import (
     Decision,
     Episode,
@@ -22,6 +21,7 @@ from annotation.models import (
     Step,
     Task,
 )
+from annotation.rollouts import validation
 from backend.accounts.roles import Role
 from model_serving.judge import (
     JUDGE_PROMPT,

@@ -20,7 +20,7 @@ from websockets.sync.client import connect
 
 from annotation.jobs import return_lapsed_leases
 from annotation.models import Project, Task, TaskEvent, TaskStatus
-from annotation.queue import claim_next_task
+from annotation.projects.queue import claim_next_task
 from backend.accounts.roles import Role
 from backend.accounts.tokens import issue_token
 from backend.celery import app as celery_app

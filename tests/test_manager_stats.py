@@ -1,4 +1,4 @@
-"""The figures of the manager pages (``annotation.stats``) on known records: the progress
+"""The figures of the manager pages (``annotation.flywheel.figures``) on known records: the progress
 board, throughput per annotator and the acceptance rate per model version, bucketed by hour
 and by day; and the episode viewer's step details."""
 

@@ -14,8 +14,9 @@ from django.core.files.storage import default_storage
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from annotation import jobs, model_versions
+from annotation import jobs
 from annotation.models import Episode, Proposal, Step, Task
+from annotation.projects import versions
 from backend.accounts.roles import Role
 from model_serving.models import ModelVersion
 from model_serving.serving import ServingFailed, serve_version
@@ -218,12 +219,12 @@ def test_episodes_of_a_project_propose_with_their_version_and_record_its_name(
         b = serve_version(adapter_version(server.base_url))
         project.model_settings = {"temperature": 0.2, "model": "ignored", "base_url": "ignored"}
         project.save(update_fields=["model_settings"])
-        model_versions.set_project_versions(project, a, b, 0.5)
+        versions.set_project_versions(project, a, b, 0.5)
         by_version = {}
         for n in range(12):
             task = Task.objects.create(project=project, external_id=f"t{n}", instruction="Wait")
             episode = Episode.objects.create(task=task, annotator=annotator)
-            model_versions.assign_version(episode, project)
+            versions.assign_version(episode, project)
             step = Step.objects.create(episode=episode, index=1, observation=screenshot)
             jobs.propose_step(step.pk)
             by_version.setdefault(episode.served_version.name, []).append(episode.pk)
@@ -317,7 +318,7 @@ def test_the_project_model_endpoint_probes_the_version_that_proposes(
     member = client_for(make_user("ann", project, Role.ANNOTATOR))
     with serving(model=BASE) as server:
         version = serve_version(adapter_version(server.base_url))
-        model_versions.set_project_versions(project, version, None, 0.0)
+        versions.set_project_versions(project, version, None, 0.0)
         status = member.get(f"/api/projects/{project.pk}/model/").json()
         server.adapters.clear()  # the server restarted without it
         lost = member.get(f"/api/projects/{project.pk}/model/").json()
@@ -353,7 +354,7 @@ def test_a_versions_endpoint_is_set_by_engineers_and_kept_while_a_project_runs_i
             "registered",
         )
         version = serve_version(ModelVersion.objects.get(pk=version.pk))
-        model_versions.set_project_versions(project, version, None, 0.0)
+        versions.set_project_versions(project, version, None, 0.0)
 
         # Moving the version a project runs would send its proposals somewhere unchecked.
         refused = engineer.post(url, {"base_url": "http://elsewhere:8000/v1"}, format="json")
@@ -371,13 +372,13 @@ def test_the_projects_own_settings_are_version_a_against_a_version_b(
     annotator = make_user("ann", project, Role.ANNOTATOR)
     with serving(model=BASE) as server:
         b = serve_version(adapter_version(server.base_url))
-        model_versions.set_project_versions(project, None, b, 0.5)
+        versions.set_project_versions(project, None, b, 0.5)
     project.refresh_from_db()
     assert (project.model_version, project.version_b, project.version_b_share) == (None, b, 0.5)
     served = set()
     for n in range(12):
         task = Task.objects.create(project=project, external_id=f"t{n}", instruction="Wait")
         episode = Episode.objects.create(task=task, annotator=annotator)
-        model_versions.assign_version(episode, project)
+        versions.assign_version(episode, project)
         served.add(episode.served_version.name if episode.served_version else None)
     assert served == {None, b.name}

@@ -16,8 +16,9 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from PIL import Image
 
-from annotation import episodes, observations
-from annotation.episode_leases import end_episode
+from annotation.episodes import loop as episodes
+from annotation.episodes import observations
+from annotation.episodes.leases import end_episode
 from annotation.models import Decision, Episode, EpisodeOutcome, Project, Proposal, Step, Task
 from backend.accounts.roles import Role
 from tests.live import worker

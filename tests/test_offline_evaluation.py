@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from annotation import datasets, model_versions
+from annotation.datasets import pairs
+from annotation.flywheel import model_versions
 from annotation.models import Review, Step
 from backend.accounts.roles import Role
 from model_serving.evaluation import HeldOutStep, evaluate, is_held_out, score_step
@@ -137,16 +138,16 @@ def recorded_project(db, settings, tmp_path, project, make_user):
 
 def test_the_pair_builder_leaves_held_out_episodes_out_when_asked(recorded_project, settings):
     project, ids = recorded_project
-    filters = datasets.Filters(project_id=project.pk, exclude_held_out=True)
+    filters = pairs.Filters(project_id=project.pk, exclude_held_out=True)
     settings.TANDEM_HELD_OUT_SHARE = 1.0
-    tally = datasets.Tally()
-    assert list(datasets.iter_samples(filters, "sft", tally=tally)) == []
-    assert tally.skipped[datasets.HELD_OUT] == 3
+    tally = pairs.Tally()
+    assert list(pairs.iter_samples(filters, "sft", tally=tally)) == []
+    assert tally.skipped[pairs.HELD_OUT] == 3
     settings.TANDEM_HELD_OUT_SHARE = 0.0
-    assert {s.episode_id for s in datasets.iter_samples(filters, "sft")} == set(ids)
-    everything = datasets.Filters(project_id=project.pk)
+    assert {s.episode_id for s in pairs.iter_samples(filters, "sft")} == set(ids)
+    everything = pairs.Filters(project_id=project.pk)
     settings.TANDEM_HELD_OUT_SHARE = 1.0
-    assert {s.episode_id for s in datasets.iter_samples(everything, "sft")} == set(ids)
+    assert {s.episode_id for s in pairs.iter_samples(everything, "sft")} == set(ids)
 
 
 def test_held_out_steps_leave_out_kept_errors_and_rejected_steps(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation.osworld_coverage import Registries, coverage, render
+from annotation.projects.coverage import Registries, coverage, render
 
 LAUNCH = {"type": "launch", "parameters": {"command": ["gedit"]}}
 DRIVE = {"type": "googledrive", "parameters": {"settings_file": "settings.yml"}}

@@ -4,7 +4,7 @@ The task (``annotation/osworld_tasks/51b11269-….json``: "sort the records acco
 amounts ascendingly", one of the OSWorld demo's) is imported unchanged. Its two files (the
 workbook the setup downloads, the gold workbook the evaluator compares with) are made with
 openpyxl and put in the task-file cache under the task's own URLs, as a manager does on a
-machine without internet (``annotation.demo_osworld``). The setup
+machine without internet (``annotation.demo.osworld``). The setup
 downloads and opens the workbook in LibreOffice Calc; the annotator's steps are executed on the
 desktop; when the episode ends, the evaluator's postconfig saves the document (pyautogui's
 ctrl+s, as published), ``vm_file`` reads it back, ``cloud_file`` takes the gold one from the
@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from annotation import demo_osworld, episodes, evaluations
-from annotation.importer import import_tasks
+from annotation.demo import osworld
+from annotation.episodes import loop, scoring
 from annotation.models import Decision, Episode, EvaluationStatus, Project, Step
+from annotation.projects.importer import import_tasks
 from backend.accounts.roles import Role
 from vm_pool import pool
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
@@ -32,8 +33,8 @@ pytestmark = [
     pytest.mark.usefixtures("container_desktops"),
 ]
 
-TASK_FILE = demo_osworld.TASKS / "51b11269-2ca8-4b2a-9163-f21758420e78.json"
-AMOUNTS = demo_osworld.AMOUNTS
+TASK_FILE = osworld.TASKS / "51b11269-2ca8-4b2a-9163-f21758420e78.json"
+AMOUNTS = osworld.AMOUNTS
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def calc_task(loop_settings, make_user, project):
     manager = make_user("maria", project, Role.MANAGER)
     report = import_tasks(project, TASK_FILE.read_bytes(), TASK_FILE.name, manager)
     assert report.created == ["51b11269-2ca8-4b2a-9163-f21758420e78"]
-    demo_osworld.fill_cache(manager)
+    osworld.fill_cache(manager)
     desktop = pool.start_desktop(pool.create_desktop(template, loop_settings.TANDEM_HOST).pk)
     assert desktop.status == DesktopStatus.READY, desktop.broken_reason
     return make_user("ann", project, Role.ANNOTATOR)
@@ -55,18 +56,18 @@ def calc_task(loop_settings, make_user, project):
 def correct(episode: Episode, index: int, thought: str, action: dict) -> bool:
     """The annotator's own step at ``index``, executed as the host's worker would; whether it
     ended the episode."""
-    receipt = episodes.decide(
+    receipt = loop.decide(
         episode.pk, episode.annotator, index, Decision.CORRECTED, thought=thought, action=action
     )
     if receipt.ends_episode:
         return True
-    episodes.execute_step(Step.objects.get(episode=episode, index=index).pk)
+    loop.execute_step(Step.objects.get(episode=episode, index=index).pk)
     return False
 
 
 def run(annotator, project, steps: list[tuple[str, dict]]) -> Episode:
-    episode = episodes.start_episode(annotator, Project.objects.filter(pk=project.pk))
-    episodes.prepare_episode(episode.pk)
+    episode = loop.start_episode(annotator, Project.objects.filter(pk=project.pk))
+    loop.prepare_episode(episode.pk)
     episode.refresh_from_db()
     assert episode.ended_at is None, episode.end_reason
     for index, (thought, action) in enumerate(steps, start=1):
@@ -76,7 +77,7 @@ def run(annotator, project, steps: list[tuple[str, dict]]) -> Episode:
     # The desktop is kept for the evaluator, whose job runs on the desktop's host.
     assert episode.evaluation_status == EvaluationStatus.PENDING
     assert Desktop.objects.get(pk=episode.desktop_id).status == DesktopStatus.LEASED
-    evaluations.evaluate_episode(episode.pk)
+    scoring.evaluate_episode(episode.pk)
     episode.refresh_from_db()
     return episode
 
@@ -115,9 +116,7 @@ def test_the_published_os_task_sets_up_with_sudo_and_its_evaluator_reads_the_des
     from vm_pool.evaluation.evaluator import evaluate
     from vm_pool.setup_runner import run_setup
 
-    task = json.loads(
-        (demo_osworld.TASKS / "e0df059f-28a6-4169-924f-b9623e7184cc.json").read_text()
-    )
+    task = json.loads((osworld.TASKS / "e0df059f-28a6-4169-924f-b9623e7184cc.json").read_text())
     template = DesktopTemplate.objects.create(
         name="os", provider="docker", width=1024, height=768, min_ready=0
     )
@@ -150,7 +149,7 @@ def test_the_published_chrome_task_restarts_the_browser_and_reads_its_settings(l
     from vm_pool.evaluation.getters import Reading, open_tabs_info
     from vm_pool.setup_runner import run_setup
 
-    published = demo_osworld.TASKS / "bb5e4c0d-f964-439c-97b6-bdb9747de3f4.json"
+    published = osworld.TASKS / "bb5e4c0d-f964-439c-97b6-bdb9747de3f4.json"
     task = json.loads(published.read_text())
     template = DesktopTemplate.objects.create(
         name="chrome", provider="docker", width=1280, height=800, min_ready=0

@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from annotation import evaluations
-from annotation.episode_leases import end_episode
+from annotation.episodes import scoring
+from annotation.episodes.leases import end_episode
 from annotation.models import Episode, EpisodeOutcome, EvaluationStatus, Task
 from vm_pool import pool
 from vm_pool.evaluation.evaluator import EvaluationFailed, evaluate
@@ -163,11 +163,11 @@ def test_an_episode_whose_desktop_was_lost_is_not_scored(ready, make_user, proje
     assert episode.evaluation_status == EvaluationStatus.PENDING
     assert pool.release_desktop(ready.pk)  # lapsed and released before the job ran
 
-    evaluations.evaluate_episode(episode.pk)
+    scoring.evaluate_episode(episode.pk)
     episode.refresh_from_db()
     assert (episode.evaluation_status, episode.task_success) == (EvaluationStatus.FAILED, None)
     assert episode.evaluation == {"error": "the desktop was lost"}
-    evaluations.evaluate_episode(episode.pk)  # delivered again: nothing changes
+    scoring.evaluate_episode(episode.pk)  # delivered again: nothing changes
     episode.refresh_from_db()
     assert episode.evaluation == {"error": "the desktop was lost"}
 
@@ -177,7 +177,7 @@ def test_an_episode_is_scored_and_its_desktop_released_after(ready, make_user, p
     episode = ended_on(ready, ann, project, "t", EpisodeOutcome.FINISHED)
     assert episode.evaluation_status == EvaluationStatus.PENDING
     assert Desktop.objects.get(pk=ready.pk).status == DesktopStatus.LEASED  # kept for it
-    evaluations.evaluate_episode(episode.pk)
+    scoring.evaluate_episode(episode.pk)
     episode.refresh_from_db()
     assert (episode.evaluation_status, episode.task_success) == (EvaluationStatus.SCORED, 1.0)
     assert Desktop.objects.get(pk=ready.pk).status == DesktopStatus.RESETTING
@@ -191,7 +191,7 @@ def test_an_episode_is_scored_and_its_desktop_released_after(ready, make_user, p
 
 def silent_since_long() -> datetime:
     """A moment at which every evaluation queued or beaten until now has gone silent."""
-    return timezone.now() + timedelta(seconds=evaluations.stale_seconds() + 1)
+    return timezone.now() + timedelta(seconds=scoring.stale_seconds() + 1)
 
 
 def claimed_now() -> dict:
@@ -207,22 +207,22 @@ def test_an_evaluation_whose_job_was_lost_is_sent_again_and_the_lost_one_does_no
 ):
     episode = ended_on(ready, make_user("ann"), project, "t", EpisodeOutcome.FINISHED)
     assert (episode.evaluation_status, episode.evaluation_attempt) == (EvaluationStatus.PENDING, 1)
-    assert evaluations.recover_lost() == 0  # queued just now: not silent
+    assert scoring.recover_lost() == 0  # queued just now: not silent
 
-    assert evaluations.recover_lost(silent_since_long()) == 1
+    assert scoring.recover_lost(silent_since_long()) == 1
     episode.refresh_from_db()
     assert (episode.evaluation_status, episode.evaluation_attempt) == (EvaluationStatus.PENDING, 2)
     # The lost job turns up after all: it is not the attempt in force, and touches nothing.
-    evaluations.evaluate_episode(episode.pk, 1)
+    scoring.evaluate_episode(episode.pk, 1)
     episode.refresh_from_db()
     assert (episode.evaluation_status, episode.evaluation) == (EvaluationStatus.PENDING, {})
     assert desktop_status(ready) == DesktopStatus.LEASED
 
-    evaluations.evaluate_episode(episode.pk, 2)
+    scoring.evaluate_episode(episode.pk, 2)
     episode.refresh_from_db()
     assert (episode.evaluation_status, episode.task_success) == (EvaluationStatus.SCORED, 1.0)
     assert desktop_status(ready) == DesktopStatus.RESETTING
-    assert evaluations.recover_lost(silent_since_long()) == 0  # scored: nothing to take up
+    assert scoring.recover_lost(silent_since_long()) == 0  # scored: nothing to take up
 
 
 def test_an_evaluation_lost_once_its_postconfig_may_have_run_is_not_read_again(
@@ -234,10 +234,10 @@ def test_an_evaluation_lost_once_its_postconfig_may_have_run_is_not_read_again(
     # The row as a worker killed mid-evaluation leaves it: claimed, then silent.
     Episode.objects.filter(pk=episode.pk).update(evaluation=claimed_now())
 
-    assert evaluations.recover_lost(silent_since_long()) == 1
+    assert scoring.recover_lost(silent_since_long()) == 1
     episode.refresh_from_db()
     assert (episode.evaluation_status, episode.task_success) == (EvaluationStatus.FAILED, None)
-    assert episode.evaluation == evaluations.LOST_MIDWAY
+    assert episode.evaluation == scoring.LOST_MIDWAY
     assert episode.evaluation_attempt == 1
     assert desktop_status(ready) == DesktopStatus.RESETTING
 
@@ -247,18 +247,18 @@ def test_an_evaluation_lost_midway_that_only_reads_is_read_again_and_one_lost_to
 ):
     episode = ended_on(ready, make_user("ann"), project, "t", EpisodeOutcome.FINISHED)
     Episode.objects.filter(pk=episode.pk).update(evaluation=claimed_now())
-    assert evaluations.recover_lost(silent_since_long()) == 1  # reading twice changes nothing
+    assert scoring.recover_lost(silent_since_long()) == 1  # reading twice changes nothing
     episode.refresh_from_db()
     assert (episode.evaluation_status, episode.evaluation_attempt) == (EvaluationStatus.PENDING, 2)
 
-    assert evaluations.recover_lost(silent_since_long()) == 1
+    assert scoring.recover_lost(silent_since_long()) == 1
     episode.refresh_from_db()
-    assert episode.evaluation_attempt == evaluations.MAX_ATTEMPTS
-    assert evaluations.recover_lost(silent_since_long()) == 1
+    assert episode.evaluation_attempt == scoring.MAX_ATTEMPTS
+    assert scoring.recover_lost(silent_since_long()) == 1
     episode.refresh_from_db()
     assert (episode.evaluation_status, episode.evaluation) == (
         EvaluationStatus.FAILED,
-        evaluations.LOST_TOO_OFTEN,
+        scoring.LOST_TOO_OFTEN,
     )
     assert desktop_status(ready) == DesktopStatus.RESETTING
 
@@ -269,14 +269,14 @@ def test_an_evaluation_that_beat_until_its_limit_is_stuck_and_not_sent_again(
     """Its heartbeat stopped at the job's limit while the job was still at work: sending it
     again would run into whatever stuck it."""
     episode = ended_on(ready, make_user("ann"), project, "t", EpisodeOutcome.FINISHED)
-    started = timezone.now() - timedelta(seconds=evaluations.EVALUATION_LEASE_S + 5)
+    started = timezone.now() - timedelta(seconds=scoring.EVALUATION_LEASE_S + 5)
     Episode.objects.filter(pk=episode.pk).update(
         evaluation={"started_at": started.isoformat()},
-        evaluation_beat_at=started + timedelta(seconds=evaluations.EVALUATION_LEASE_S),
+        evaluation_beat_at=started + timedelta(seconds=scoring.EVALUATION_LEASE_S),
     )
-    assert evaluations.recover_lost(silent_since_long()) == 1
+    assert scoring.recover_lost(silent_since_long()) == 1
     episode.refresh_from_db()
     assert (episode.evaluation_status, episode.evaluation_attempt) == (EvaluationStatus.FAILED, 1)
-    assert episode.evaluation == evaluations.STUCK
+    assert episode.evaluation == scoring.STUCK
     assert episode.evaluation["limit"] == "time"
     assert desktop_status(ready) == DesktopStatus.RESETTING

@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from annotation import queue
 from annotation.models import Episode, Project, Task, TaskEvent, TaskStatus
+from annotation.projects import queue
 from backend.accounts.roles import Role
 
 

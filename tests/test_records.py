@@ -5,7 +5,7 @@ from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from annotation import reviews
+from annotation.episodes import reviews
 from annotation.models import (
     Decision,
     Episode,

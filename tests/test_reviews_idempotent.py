@@ -1,5 +1,5 @@
 """A review submitted twice (a double click, a retried request) is stored once; the second
-submission is answered with the review already stored (``annotation.reviews``)."""
+submission is answered with the review already stored (``annotation.episodes.reviews``)."""
 
 import threading
 from datetime import timedelta
@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from annotation import reviews
+from annotation.episodes import reviews
 from annotation.models import (
     Decision,
     Episode,

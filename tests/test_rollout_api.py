@@ -516,7 +516,7 @@ def test_a_count_waits_for_a_change_made_under_the_batchs_lock_and_counts_it(wor
     for it and counts its change, never writing a count that misses it."""
     from django.db import connection, transaction
 
-    from annotation.rollouts import refresh_counts
+    from annotation.rollouts.batches import refresh_counts
 
     users, batch, rollout = world
     other = Rollout.objects.create(

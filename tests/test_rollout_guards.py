@@ -6,8 +6,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from annotation import episodes, stats
-from annotation.episode_ownership import EpisodeError
+from annotation.episodes import loop
+from annotation.episodes.ownership import EpisodeError
+from annotation.flywheel import figures as stats
 from annotation.models import Decision, Episode, EpisodeMode, Step
 
 pytestmark = pytest.mark.django_db
@@ -17,22 +18,22 @@ def test_nobody_decides_a_rollouts_step_and_it_stays_open(open_episode):
     episode, step, ann = open_episode
     Episode.objects.filter(pk=episode.pk).update(mode=EpisodeMode.AUTONOMOUS)
     with pytest.raises(EpisodeError, match="nobody decides"):
-        episodes.decide(episode.pk, ann, 1, "accepted", proposal_rank=0)
+        loop.decide(episode.pk, ann, 1, "accepted", proposal_rank=0)
     step.refresh_from_db()
     assert (step.decision, step.decided_at, step.final_action) == ("", None, None)
 
 
 def test_a_person_cannot_send_the_decision_auto(open_episode):
     episode, step, ann = open_episode
-    with pytest.raises(episodes.InvalidDecision, match="unknown decision 'auto'"):
-        episodes.decide(episode.pk, ann, 1, "auto", proposal_rank=0)
+    with pytest.raises(loop.InvalidDecision, match="unknown decision 'auto'"):
+        loop.decide(episode.pk, ann, 1, "auto", proposal_rank=0)
     step.refresh_from_db()
     assert step.decided_at is None
 
 
 def test_people_s_acceptance_leaves_a_rollouts_steps_out(open_episode, project):
     episode, step, ann = open_episode
-    episodes.decide(episode.pk, ann, 1, "accepted", proposal_rank=0)
+    loop.decide(episode.pk, ann, 1, "accepted", proposal_rank=0)
     rollout = Episode.objects.create(task=episode.task, annotator=ann, mode=EpisodeMode.AUTONOMOUS)
     Step.objects.create(
         episode=rollout,

@@ -9,7 +9,6 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from annotation import rollouts, validation
 from annotation.models import (
     Episode,
     EpisodeMode,
@@ -19,6 +18,8 @@ from annotation.models import (
     RolloutStatus,
     Task,
 )
+from annotation.rollouts import batches as rollouts
+from annotation.rollouts import validation
 from model_serving.models import ModelVersion
 
 pytestmark = pytest.mark.django_db
@@ -64,7 +65,7 @@ def ended(make_user, project):
 def test_a_validation_gone_silent_is_sent_again_once_and_a_live_one_is_left(ended, caplog):
     silent, alive = ended
     alive_beat = alive.heartbeat_at
-    with caplog.at_level(logging.INFO, logger="annotation.rollouts"):
+    with caplog.at_level(logging.INFO, logger="annotation.rollouts.batches"):
         rollouts.recover_stale()
         rollouts.recover_stale()  # the job sent by the first check is not silent yet
     sent = [r.getMessage() for r in caplog.records if "validation's job was lost" in r.getMessage()]
@@ -80,7 +81,7 @@ def test_a_validation_gone_silent_is_sent_again_once_and_a_live_one_is_left(ende
     assert silent.status == RolloutStatus.VALIDATED and silent.validation["parts"]
     later = timezone.now() + timedelta(seconds=rollouts.stale_seconds() + 1)
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="annotation.rollouts"):
+    with caplog.at_level(logging.INFO, logger="annotation.rollouts.batches"):
         rollouts.recover_stale(now=later)
     again = {r.getMessage() for r in caplog.records if "validation" in r.getMessage()}
     assert again == {f"rollout {alive.pk}: its validation's job was lost; sent again"}

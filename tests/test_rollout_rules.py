@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from PIL import Image, ImageDraw, UnidentifiedImageError
 
-from annotation.rollout_rules import (
+from annotation.rollouts.rules import (
     DEFAULT_STOP_RULES,
     MAX_STEPS_LIMIT,
     InvalidStopRules,
@@ -17,12 +17,11 @@ from annotation.rollout_rules import (
     StopRules,
     all_passed,
     rule_checks,
-    same_screen,
-    screen_difference,
     stop_reason,
 )
 from tests.pngs import solid_png
 from vm_pool.actions import InvalidAction
+from vm_pool.screen_compare import same_screen, screen_difference
 from vm_pool.x11_capture import Frame, PngEncoder
 
 CLICK_OK = {"type": "click", "point": [100, 200]}

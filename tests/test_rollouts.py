@@ -22,7 +22,7 @@ import datasets
 import pytest
 from django.core.management import call_command
 
-from annotation import exports
+from annotation.datasets import exports
 from annotation.management.commands.seed_demo import DEMO_TASKS
 from annotation.models import (
     BatchStatus,
@@ -38,7 +38,7 @@ from annotation.models import (
     RolloutStatus,
     Task,
 )
-from annotation.rollouts import BatchRequest, create_batch, set_status
+from annotation.rollouts.batches import BatchRequest, create_batch, set_status
 from backend.accounts.models import User
 from model_serving.judge import JUDGE_PROMPT_VERSION
 from model_serving.models import ModelVersion

@@ -11,8 +11,9 @@ import json
 
 import pytest
 
-from annotation import jobs, model_versions
+from annotation import jobs
 from annotation.models import Episode, Project, Task
+from annotation.projects import versions
 from backend.accounts.roles import Role
 from model_serving.models import ModelVersion
 from model_serving.registry import get_proposer
@@ -158,7 +159,7 @@ def test_an_update_of_other_fields_keeps_the_settings_and_the_key(keyed, manager
 
 @pytest.mark.django_db
 def test_the_proposer_gets_the_stored_key(keyed):
-    proposer = get_proposer(model_versions.project_model_settings(keyed))
+    proposer = get_proposer(versions.project_model_settings(keyed))
     assert proposer.api_key == SECRET
 
 
@@ -359,10 +360,10 @@ def test_a_model_version_on_another_host_gets_no_key(
             task=task, annotator=make_user("ann", project, "annotator")
         )
         project.refresh_from_db()  # version A, as the manager chose it
-        model_versions.assign_version(episode, project)
+        versions.assign_version(episode, project)
         shot = store_screenshot(solid_png(64, 40))
         jobs.propose_step(episode.steps.create(index=1, observation=shot).pk)
-        proposer = get_proposer(model_versions.episode_model_settings(episode))
+        proposer = get_proposer(versions.episode_model_settings(episode))
 
     assert health["ok"] is True
     assert [r.path for r in elsewhere.requests] == ["/v1/models", "/v1/chat/completions"]
@@ -394,5 +395,5 @@ def test_a_project_key_without_an_endpoint_goes_to_no_version(project):
         base_url="http://gpu-host:8001/v1",
         serving_status=ModelVersion.Serving.SERVING,
     )
-    proposer = get_proposer(model_versions.project_model_settings(project))
+    proposer = get_proposer(versions.project_model_settings(project))
     assert (proposer.api_key, proposer.temperature) == ("", 0.2)

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from annotation import episodes, socket_messages
+from annotation.episodes import loop as episodes
+from annotation.episodes import messages as socket_messages
 from annotation.models import Episode, Proposal, Review, Step, Task, TaskEvent
 from backend.accounts.roles import Role
 from tests.conftest import MODEL_CLICK

@@ -8,9 +8,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
-from annotation import queue
 from annotation.models import Project, Task, TaskStatus
-from annotation.task_support import cannot_run_reason
+from annotation.projects import queue
+from annotation.projects.support import cannot_run_reason
 from backend.accounts.models import User
 from backend.accounts.roles import Role
 

@@ -322,3 +322,17 @@ def _json_point(name: str, value: Any) -> Point:
     ):
         raise InvalidAction(f"{name} must be [x, y] with two integers")
     return Point(value[0], value[1])
+
+
+# Actions whose effect is not a change of the screen: waiting, ending, and a copy (which leaves
+# the screen as it is by design).
+_NOT_MEANT_TO_CHANGE = frozenset({ActionType.WAIT, ActionType.FINISHED, ActionType.CALL_USER})
+_COPY_KEYS = frozenset({("ctrl", "c"), ("ctrl", "insert")})
+
+
+def meant_to_change_screen(action: Mapping[str, Any]) -> bool:
+    """Whether an action (its JSON) is meant to change the screen: anything but ``wait()``, an
+    ending, or a copy. Such an action that left the screen as it was did nothing visible."""
+    if ActionType(action["type"]) in _NOT_MEANT_TO_CHANGE:
+        return False
+    return tuple(action.get("keys") or ()) not in _COPY_KEYS

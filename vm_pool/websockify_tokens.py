@@ -32,7 +32,7 @@ class TandemTokens(BasePlugin):
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", DEFAULT_SETTINGS)
         django.setup()
 
-    def lookup(self, token: str) -> tuple[str, int] | None:
+    def lookup(self, token: str) -> tuple[str, int | str] | None:
         from django.db import connection
 
         from vm_pool.streaming import resolve_stream_token  # needs the app registry: after setup

@@ -4,7 +4,7 @@ A ``RolloutBatch`` is the background job's row (status, progress, counts, pause/
 of its ``Rollout`` rows is one sample of one task, and runs as an ``Episode`` with
 ``mode=autonomous`` recorded with the same Step and Proposal rows as an interactive one (the
 decision ``auto``), so every view and export reads it. How they run is
-``annotation.rollouts``; how a finished one is judged, ``annotation.validation``.
+``annotation.rollouts.batches``; how a finished one is judged, ``annotation.rollouts.validation``.
 """
 
 from django.conf import settings

@@ -7,7 +7,10 @@ from backend.accounts.models import AccessToken, User
 
 @admin.register(User)
 class UserAdmin(DjangoUserAdmin):
-    fieldsets = (*DjangoUserAdmin.fieldsets, ("Tandem", {"fields": ("can_create_projects",)}))
+    fieldsets = (
+        *(DjangoUserAdmin.fieldsets or ()),
+        ("Tandem", {"fields": ("can_create_projects",)}),
+    )
     list_display = (
         "username",
         "email",

@@ -17,9 +17,9 @@ from django.contrib.auth.hashers import make_password
 from django.db import connection
 from django.db.models import Count
 
-from annotation.access import projects_where
 from annotation.models import Membership, Project, Task, TaskEvent
-from annotation.queue import claim_next_task, submit_task
+from annotation.projects.access import projects_where
+from annotation.projects.queue import claim_next_task, submit_task
 from backend.accounts.models import User
 from backend.accounts.roles import Capability, Role
 from tests.bench import fresh_database

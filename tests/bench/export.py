@@ -5,7 +5,8 @@ Synthetic episodes (``tests.export_data``: 20 decided steps each, cycling accept
 error_kept and the reflective step, 8 distinct 64x40 screenshots in local storage) are inserted
 in bulk: 10,000 steps, then 100,000 more in a second project. An *export run* is what the
 export job does for the SFT and then the DPO export of a project, in TRL format
-(``annotation.exports.build_export``: the pair builder streamed, rows rendered, screenshots read
+(``annotation.datasets.exports.build_export``: the pair builder streamed, rows rendered,
+screenshots read
 from storage and embedded, Parquet shards written, published to storage).
 
 - ``export_steps_per_s``: the project's steps / the run's seconds, on the 10k project (median of
@@ -59,7 +60,7 @@ def _project(name: str, steps: int) -> int:
 
 def export_run(project_id: int) -> float:
     """One SFT and one DPO export of the project, as the job does them; returns the seconds."""
-    from annotation import exports
+    from annotation.datasets import exports
     from annotation.models import DatasetExport, Project
     from backend.accounts.models import User
 
@@ -77,9 +78,9 @@ def export_run(project_id: int) -> float:
 
 def naive_run(project_id: int, out: Path) -> float:
     """Everything in memory, then one ``json.dump``: the anchor."""
-    from annotation.dataset_formats.conversation import Renderer
-    from annotation.dataset_formats.trl import row_for
-    from annotation.datasets import Filters, iter_samples
+    from annotation.datasets.formats.conversation import Renderer
+    from annotation.datasets.formats.trl import row_for
+    from annotation.datasets.pairs import Filters, iter_samples
     from vm_pool.models import Screenshot
 
     started = time.perf_counter()

@@ -41,7 +41,7 @@ def run() -> dict[str, float | int]:
     from django.core.files.storage import default_storage
     from django.test import override_settings
 
-    from annotation import episodes
+    from annotation.episodes import loop as episodes
     from annotation.models import Decision, Episode, Membership, Project, Step, Task
     from backend.accounts.models import User
     from backend.accounts.roles import Role

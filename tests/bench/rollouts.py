@@ -62,8 +62,9 @@ def _measure(quiet_ms: int | None) -> dict[str, float]:
     from django.db import connection
     from django.test import override_settings
 
-    from annotation import rollout_runs, rollouts
     from annotation.models import Project, Rollout, RolloutStatus, Step, Task
+    from annotation.rollouts import batches as rollouts
+    from annotation.rollouts import runs as rollout_runs
     from backend.accounts.models import User
     from model_serving.models import ModelVersion
     from tests.bench.step import _bench_broker, _flush_bench_redis, _start_desktops

@@ -218,7 +218,7 @@ def _drive(
     requests: ProposalRequests, episode_id: int, user: Any, warmup: int, timed: int
 ) -> list[float]:
     """Decide ``warmup + timed`` steps of one episode, one after the other; the timed ms."""
-    from annotation import episodes
+    from annotation.episodes import loop as episodes
     from annotation.models import Step
 
     index = (
@@ -310,7 +310,7 @@ def run() -> dict[str, float | int]:
     setup_django()
     from django.test import override_settings
 
-    from annotation import episodes
+    from annotation.episodes import loop as episodes
     from annotation.models import Membership, Project, Step, Task, TaskStatus
     from backend.accounts.models import User
     from backend.accounts.roles import Role

@@ -28,7 +28,7 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import Page, expect
 
-from annotation import exports, importer, queue
+from annotation.datasets import exports
 from annotation.management.commands.seed_demo import DEMO_TASKS
 from annotation.models import (
     DatasetExport,
@@ -42,8 +42,8 @@ from annotation.models import (
     Task,
     TaskStatus,
 )
-from annotation.rollout_rules import screen_difference
-from annotation.rollouts import BatchRequest, create_batch
+from annotation.projects import importer, queue
+from annotation.rollouts.batches import BatchRequest, create_batch
 from backend.accounts.models import User
 from backend.accounts.roles import Role
 from model_serving.models import ModelVersion
@@ -61,6 +61,7 @@ from tests.e2e.workspace import (
 )
 from tests.fake_model_server import Reply
 from vm_pool.models import Desktop, DesktopStatus
+from vm_pool.screen_compare import screen_difference
 from vm_pool.screenshots import screenshot_png
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]

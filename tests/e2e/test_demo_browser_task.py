@@ -19,7 +19,7 @@ import pytest
 from django.core.files.storage import default_storage
 from playwright.sync_api import expect
 
-from annotation import demo_basics, importer
+from annotation.demo import basics
 from annotation.management.commands.seed_demo import DEMO_TASKS
 from annotation.models import (
     Decision,
@@ -30,6 +30,7 @@ from annotation.models import (
     Step,
     Task,
 )
+from annotation.projects import importer
 from backend.accounts.models import User
 from backend.accounts.roles import Role
 from tests.e2e.workspace import (
@@ -47,7 +48,7 @@ from vm_pool.models import DesktopTemplate
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
-TITLE = demo_basics.LIBRARY_TITLE
+TITLE = basics.LIBRARY_TITLE
 # The model's answers by the number of steps before them, in UI-TARS-1.5's pixels of the
 # smart-resized screen (1280×800 becomes 1288×812): (981,30) is the browser's minimise button.
 ANSWERS = [
@@ -123,7 +124,7 @@ def test_the_demo_browser_task_is_done_in_the_workspace_with_no_network(
         # 1: the page is shown, its title read; accept minimising the browser.
         look(page, 1)
         assert not DesktopTemplate.objects.get(name="e2e").internet
-        assert off_the_loop(browser_tabs, episode_id) == [(demo_basics.LIBRARY_URL, TITLE)]
+        assert off_the_loop(browser_tabs, episode_id) == [(basics.LIBRARY_URL, TITLE)]
         expect(page.get_by_test_id("proposal-action")).to_have_text("click at (975, 30)")
         page.screenshot(path=str(SHOTS / "demo-browser-task.png"))
         page.keyboard.press("Enter")

@@ -23,8 +23,8 @@ from django.core.management import call_command
 from django.test import Client
 from playwright.sync_api import Page, expect
 
-from annotation import model_versions
 from annotation.models import DatasetExport, Episode, EpisodeOutcome, Project, Proposal
+from annotation.projects import versions
 from backend.accounts.models import User
 from model_serving.demo_endpoint import DEMO_LABEL
 from model_serving.evaluation import is_held_out
@@ -254,7 +254,7 @@ def test_an_engineer_walks_the_flywheel_in_the_demo(host, settings, tmp_path, mo
         base = ModelVersion.objects.get(name=DEMO_BASE)
         assert (base.serving_status, base.base_url) == ("serving", endpoint), base.serving_error
         # The manager lets the demo base propose (version A) before annotators start.
-        model_versions.set_project_versions(project, base, None, 0.0)
+        versions.set_project_versions(project, base, None, 0.0)
         template = DesktopTemplate.objects.get(name=project.environment_template)
         for _ in range(2):
             desktop = pool.start_desktop(pool.create_desktop(template, host).pk)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from annotation.model_versions import overview
+from annotation.flywheel.model_versions import overview
 from annotation.models import Project
 from backend.accounts.roles import Role
 from model_serving.demo_model import save_demo_base

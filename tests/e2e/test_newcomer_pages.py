@@ -17,7 +17,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from annotation.exports import ExportFilters
+from annotation.datasets.exports import ExportFilters
 from annotation.models import (
     DatasetExport,
     Decision,

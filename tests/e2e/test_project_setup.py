@@ -12,7 +12,7 @@ from contextlib import ExitStack
 import pytest
 from playwright.sync_api import expect
 
-from annotation import demo_osworld
+from annotation.demo import osworld as demo_osworld
 from annotation.models import Episode, Membership, Project, Step, Task, TaskStatus
 from backend.accounts.roles import Role
 from tests.e2e.browser import accessibility_problems, chromium, sign_in

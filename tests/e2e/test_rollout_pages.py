@@ -3,7 +3,7 @@
 A batch's rows are written straight into the database as a finished run leaves them (no
 desktop, no worker): one rollout V=1, one V=0 stopped by a loop, one whose judge gave no
 verdict, one still queued, over two model versions. A manager reads the batch page, whose
-figures must be those of ``annotation.rollout_stats.summary``, pauses and resumes it, follows a
+figures must be those of ``annotation.rollouts.stats.summary``, pauses and resumes it, follows a
 rollout to its episode and back, starts a batch from the form (first with a mistake the form
 names, then for real: the batch and its queued rollouts are stored, nothing runs them) and
 cancels it, and sets the project's validation with a judge whose key is never shown again. An
@@ -22,7 +22,6 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from annotation import rollout_stats
 from annotation.models import (
     BatchStatus,
     Decision,
@@ -39,8 +38,9 @@ from annotation.models import (
     Step,
     Task,
 )
-from annotation.rollout_rules import StopRules
-from annotation.rollouts import refresh_counts
+from annotation.rollouts import stats
+from annotation.rollouts.batches import refresh_counts
+from annotation.rollouts.rules import StopRules
 from backend.accounts.roles import Role
 from model_serving.models import ModelVersion
 from tests.e2e.browser import accessibility_problems, chromium, sign_in
@@ -262,7 +262,7 @@ def check_list_and_batch_page(browser, base_url: str, project: Project, batch: R
 
     row.get_by_role("link", name=f"#{batch.pk} nightly").click()
     expect(page.get_by_role("heading", name=f"Rollout batch #{batch.pk}: nightly")).to_be_visible()
-    summary = rollout_stats.summary(batch)
+    summary = stats.summary(batch)
     solved = sum(1 for t in summary["by_task"] if t["passed"])
     expect(page.get_by_test_id("pass-at-k")).to_have_text(
         f"{percent(summary['pass_at_k'])} ({solved} of {len(summary['by_task'])} tasks "

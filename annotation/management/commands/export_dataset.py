@@ -22,9 +22,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.http import Http404
 from rest_framework.exceptions import APIException
 
-from annotation import access, exports
-from annotation.api_exports import ExportFiltersSerializer
+from annotation.datasets import exports
+from annotation.datasets.api import ExportFiltersSerializer
 from annotation.models import DatasetExport
+from annotation.projects import access
 from backend.accounts.models import User
 from backend.accounts.roles import Capability
 from backend.errors import DomainError

@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.http import Http404
 from rest_framework.exceptions import APIException
 
-from annotation import model_versions
+from annotation.flywheel import model_versions
 from backend.accounts.models import User
 from backend.errors import DomainError
 from model_serving import finetune

@@ -1,4 +1,4 @@
-"""Prints how much of an OSWorld task set Tandem runs and scores (``annotation.osworld_coverage``).
+"""Prints how much of an OSWorld task set Tandem runs and scores (``annotation.projects.coverage``).
 
     manage.py osworld_coverage FOLDER [--all] [--format text|markdown|json]
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.osworld_coverage import CoverageError, coverage, render
+from annotation.projects.coverage import CoverageError, coverage, render
 
 
 class Command(BaseCommand):

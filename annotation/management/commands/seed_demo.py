@@ -1,11 +1,11 @@
 """Seeds the demo projects with tasks and one user per role, and prints the logins.
 
 "Demo: desktop basics" runs on local sandboxed desktops, with no network: its browser task's page
-comes with the task (``annotation.demo_basics``), and the tasks that leave a result behind are
+comes with the task (``annotation.demo.basics``), and the tasks that leave a result behind are
 scored by OSWorld-style evaluators when an episode ends. "Demo: OSWorld tasks" holds six of
 OSWorld's published tasks, as published, on container desktops (the applications are in the
 desktop image), with their files made locally and kept in the task-file cache
-(``annotation.demo_osworld``), so that their setups and evaluators run with no internet.
+(``annotation.demo.osworld``), so that their setups and evaluators run with no internet.
 
 Idempotent: running it again keeps what exists (and resets the demo users' passwords).
 """
@@ -16,8 +16,10 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from annotation import demo_basics, demo_osworld, importer
+from annotation.demo import basics as demo_basics
+from annotation.demo import osworld as demo_osworld
 from annotation.models import Membership, Project, TaskStatus
+from annotation.projects import importer
 from backend.accounts.models import User
 from backend.accounts.roles import Role
 from model_serving.demo_version import register_demo_base

@@ -1,0 +1,169 @@
+"""The observation of an episode's open step: stored once the screen settles after the last
+action, then watched until the step is decided (``vm_pool.screen_watch``). When the screen
+changes meanwhile, the newer screen replaces the stored observation, the proposals made for the
+older one are superseded, the browser is told and the model is asked again: a decision answers
+the screen the annotator saw. A desktop that went to someone else is never observed for the
+episode.
+
+Bounded, so that a screen that never stops changing cannot storm the model: a screen that only
+goes back to a picture already seen for the step (a blinking border, a spinner) replaces
+nothing (the watch's rule); a step's observation is replaced at most ``MAX_REOBSERVED`` times,
+after which the watch ends and the last one stands; and one proposal at most is in flight per
+step: a replaced observation is proposed for at once only when the model had answered the one it
+replaces; otherwise the answer still coming is stored as superseded and asks for the newer
+screen itself (``proposals.record_proposals``).
+
+A step's observation is also the screen after the step before: when it is that step's own
+screen although its action was meant to change it (``vm_pool.actions.meant_to_change_screen``: not
+a wait, a copy or an ending), that step is flagged ``no_visible_effect`` (keys swallowed by a
+window manager or a lost focus record an action that did nothing).
+"""
+
+import time
+from typing import Any
+
+from django.db import connection, transaction
+
+from annotation.episodes.events import tell
+from annotation.episodes.ownership import owns_desktop
+from annotation.models import Episode, Proposal, Step
+from backend.celery import send_after_commit
+from vm_pool import screen_watch
+from vm_pool.actions import meant_to_change_screen
+from vm_pool.providers.base import Observation
+from vm_pool.screen_compare import same_screen
+from vm_pool.screenshots import screenshot_png, store_screenshot
+from vm_pool.x11_capture import frame_of_png
+
+MAX_REOBSERVED = 3
+
+
+def store(
+    episode_id: int, index: int, observation: Observation, control: Any = None
+) -> Step | None:
+    screenshot = store_screenshot(observation.png)
+    with transaction.atomic():
+        episode = Episode.objects.select_for_update().get(pk=episode_id)
+        if episode.ended_at is not None or episode.steps.filter(index=index).exists():
+            return None
+        step = Step.objects.create(
+            episode=episode,
+            index=index,
+            observation=screenshot,
+            settle_ms=round(observation.waited_ms),
+        )
+        if control is not None and hasattr(control, "grab_frame"):
+            transaction.on_commit(lambda: _watch(step.pk, control, observation))
+        _observed(step)
+        # After the next proposal is asked for: off the model's critical path.
+        transaction.on_commit(lambda: _flag_no_effect(episode, index - 1, observation.png))
+    return step
+
+
+def _flag_no_effect(episode: Episode, index: int, png_after: bytes) -> None:
+    """Flag the step before when its action left its screen as it was (see the module)."""
+    before = (
+        episode.steps.filter(index=index, decided_at__isnull=False)
+        .select_related("observation")
+        .first()
+    )
+    if before is None or not before.final_action:
+        return
+    if meant_to_change_screen(before.final_action) and same_screen(
+        screenshot_png(before.observation), png_after
+    ):
+        Step.objects.filter(pk=before.pk).update(no_visible_effect=True)
+
+
+def _watch(step_id: int, control: Any, observation: Observation) -> None:
+    """Watch the desktop until the step is decided (``vm_pool.screen_watch``)."""
+
+    def on_change(png: bytes, waited_ms: float) -> bool:
+        try:
+            return reobserve(step_id, png, waited_ms)
+        finally:
+            connection.close()  # the watcher thread holds no connection between changes
+
+    def still_open() -> bool:
+        try:
+            return Step.objects.filter(
+                pk=step_id, decided_at__isnull=True, episode__ended_at__isnull=True
+            ).exists()
+        finally:
+            connection.close()  # the watcher thread holds no connection between checks
+
+    # The frame the observation was encoded from; a decoded PNG where there is none.
+    baseline = observation.frame or frame_of_png(observation.png)
+    screen_watch.watcher.watch(
+        screen_watch.Watch(step_id, control.grab_frame, baseline, on_change, still_open)
+    )
+
+
+def reobserve(step_id: int, png: bytes, waited_ms: float) -> bool:
+    """The screen of an undecided step changed to a picture not seen before: its newer
+    observation replaces the stored one, the browser is told and the model is asked again (see
+    the module's rules). Answers whether to go on watching."""
+    screenshot = store_screenshot(png)  # content-addressed: stored once, outside the lock
+    with transaction.atomic():
+        episode_id = Step.objects.values_list("episode_id", flat=True).get(pk=step_id)
+        episode = Episode.objects.select_for_update().get(pk=episode_id)
+        step = Step.objects.get(pk=step_id)
+        latest = episode.steps.order_by("-index").values_list("index", flat=True).first()
+        if episode.ended_at is not None or step.decided_at is not None or latest != step.index:
+            return False  # decided meanwhile: the change is its action's, not this step's
+        if not owns_desktop(episode):
+            return False  # someone else's desktop now: their screen is not this step's
+        if step.reobserved >= MAX_REOBSERVED:
+            return False
+        if step.observation_id == screenshot.pk:
+            return True
+        answered = Proposal.objects.filter(step=step, superseded=False).exists()
+        step.observation = screenshot
+        step.reobserved += 1
+        step.settle_ms = round(waited_ms)
+        step.save(update_fields=["observation", "reobserved", "settle_ms"])
+        step.proposals.update(superseded=True)
+        _observed(step, ask=answered)
+    return step.reobserved < MAX_REOBSERVED
+
+
+def _observed(step: Step, ask: bool = True) -> None:
+    """Within the transaction that stored the step's observation: ask the model (unless an
+    answer is still coming, see the module), tell the browser."""
+    if ask:
+        ask_model(step.pk)
+    screenshot = step.observation
+    tell(
+        step.episode_id,
+        "observation",
+        {
+            "step": step.index,
+            "screenshot": screenshot.pk,
+            "screen": [screenshot.width, screenshot.height],
+            "reobserved": step.reobserved,
+        },
+    )
+
+
+def ask_model(step_id: int) -> None:
+    """Queue the step's proposal job once the transaction commits."""
+    send_after_commit("annotation.jobs.propose_step", [step_id], "model")
+
+
+def settled_quietly(control: Any, quiet_ms: float, limit_s: float = 5.0) -> Observation:
+    """The settled screen, once it also stayed the same (give or take a blinking caret) for
+    ``quiet_ms``, at most ``limit_s`` in all. A program that reacts late (a dialog closing, and
+    its file written, half a second after the key that confirmed it) changes the screen after a
+    settle alone would have ended: a run without a person (a rollout, a branch's replay) and an
+    evaluation that reads the desktop after the last step wait it out."""
+    observation = control.observe(settle=True)
+    deadline = time.monotonic() + limit_s
+    while quiet_ms > 0 and time.monotonic() < deadline:
+        time.sleep(quiet_ms / 1000)
+        # A glance, not a settle: a screen still the same is the answer at once (a settle
+        # would wait its minimum again); one that changed is settled before it is watched.
+        again = control.observe(settle=False)
+        if same_screen(observation.png, again.png):
+            return observation
+        observation = control.observe(settle=True)
+    return observation

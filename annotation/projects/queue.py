@@ -1,0 +1,334 @@
+"""The task queue: claiming the next task, leases, heartbeats, assignment.
+
+The rule for "next task", in order:
+
+1. If the annotator already holds a task in the asked projects, that task is returned again
+   with its lease renewed (a reload or a second tab resumes; nobody holds two tasks).
+2. Else the highest-priority task a manager assigned to them (oldest first on ties).
+3. Else the highest-priority task of the project pool.
+
+Each candidate is read with ``SELECT … FOR UPDATE SKIP LOCKED`` inside one transaction that
+also marks it claimed, so concurrent claimers never get the same task and never wait on each
+other's rows. Claims by one user are serialised on that user's row, which makes rule 1 exact.
+
+A claim gives a lease: a fresh ``lease_id`` and an expiry ``TANDEM_LEASE_SECONDS`` ahead.
+A task that cannot run here (``Task.cannot_run``: its setup needs a third-party account, see
+``annotation.projects.support``) is never handed out, whether pooled or assigned, and cannot be
+assigned.
+
+Heartbeats carrying that lease id push the expiry forward; they are refused once the lease
+has lapsed. A task whose episode is running is not returned when its lease lapses: the
+episode is paused and both are kept for the annotator for a grace period
+(``annotation.episodes.loop.pause_lapsed_episodes``). ``return_lapsed_leases`` (run periodically by
+Celery beat, after the pause) puts the other lapsed tasks back in the pool.
+"""
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from annotation.models import Episode, EpisodeMode, Project, Task, TaskEvent, TaskStatus
+from backend.accounts.models import User
+from backend.errors import DomainError
+from backend.notifications import notify_user
+
+
+class NoTaskAvailable(DomainError):
+    status_code = 404
+    code = "no_task_available"
+
+
+class LeaseLost(DomainError):
+    status_code = 409
+    code = "lease_lost"
+
+
+class AssignmentRefused(DomainError):
+    status_code = 409
+    code = "assignment_refused"
+
+
+@dataclass(frozen=True)
+class Claim:
+    task: Task
+    lease_id: uuid.UUID
+    lease_expires_at: datetime
+    reason: str
+    resumed: bool
+
+
+def lease_duration() -> timedelta:
+    return timedelta(seconds=settings.TANDEM_LEASE_SECONDS)
+
+
+def _event(task: Task, kind: str, actor: User | None, reason: str = "") -> TaskEvent:
+    return TaskEvent(
+        task=task,
+        kind=kind,
+        actor=actor,
+        assignee=task.assignee,
+        lease_id=task.lease_id,
+        reason=reason[:300],
+    )
+
+
+def claim_next_task(user: User, projects: QuerySet[Project]) -> Claim:
+    """Give ``user`` their next task from ``projects`` under a fresh lease (rules above)."""
+    now = timezone.now()
+    # Plain ids, so that PostgreSQL can walk the pool's partial index instead of sorting.
+    names = dict(projects.values_list("pk", "name"))
+    with transaction.atomic():
+        User.objects.select_for_update().filter(pk=user.pk).values_list("pk").get()
+        # A held task is resumed even when its lease lapsed a moment ago: until the reaper
+        # returns it to the pool, nobody else can have it.
+        held = (
+            Task.objects.select_for_update()
+            .filter(project_id__in=list(names), assignee=user, status=TaskStatus.IN_PROGRESS)
+            .first()
+        )
+        if held is not None:
+            assert held.lease_id is not None
+            held.lease_expires_at = now + lease_duration()
+            held.save(update_fields=["lease_expires_at", "updated_at"])
+            return Claim(held, held.lease_id, held.lease_expires_at, "resumed your held task", True)
+
+        candidates = (
+            Task.objects.select_for_update(skip_locked=True)
+            .filter(cannot_run="")
+            .order_by("-priority", "id")
+        )
+        task = candidates.filter(
+            project_id__in=list(names), status=TaskStatus.ASSIGNED, assignee=user
+        ).first()
+        if task is not None:
+            reason = f"assigned to you; highest priority ({task.priority}) in your own queue"
+        else:
+            task = candidates.filter(project_id__in=list(names), status=TaskStatus.QUEUED).first()
+            if task is None:
+                raise NoTaskAvailable("No task is available for you right now.")
+            reason = f"highest priority ({task.priority}) in the pool of {names[task.project_id]}"
+
+        task.status = TaskStatus.IN_PROGRESS
+        task.assignee = user
+        task.lease_id = uuid.uuid4()
+        task.lease_expires_at = now + lease_duration()
+        task.claimed_at = now
+        task.claim_reason = reason
+        task.save(
+            update_fields=[
+                "status",
+                "assignee",
+                "lease_id",
+                "lease_expires_at",
+                "claimed_at",
+                "claim_reason",
+                "updated_at",
+            ]
+        )
+        _event(task, TaskEvent.Kind.CLAIMED, user, reason).save()
+        return Claim(task, task.lease_id, task.lease_expires_at, reason, False)
+
+
+def _live_lease(task_id: int, lease_id: uuid.UUID, user: User) -> QuerySet[Task]:
+    return Task.objects.filter(
+        pk=task_id,
+        assignee=user,
+        status=TaskStatus.IN_PROGRESS,
+        lease_id=lease_id,
+        lease_expires_at__gt=timezone.now(),
+    )
+
+
+def heartbeat(task_id: int, lease_id: uuid.UUID, user: User) -> datetime:
+    """Extend a live lease and return its new expiry; a lapsed or foreign lease is refused."""
+    expires = timezone.now() + lease_duration()
+    if _live_lease(task_id, lease_id, user).update(lease_expires_at=expires) != 1:
+        raise LeaseLost("This lease is no longer yours: it lapsed or the task was released.")
+    return expires
+
+
+def _end_lease(task_id: int, lease_id: uuid.UUID, user: User, status: str, kind: str) -> Task:
+    with transaction.atomic():
+        task = _live_lease(task_id, lease_id, user).select_for_update().first()
+        if task is None:
+            raise LeaseLost("This lease is no longer yours: it lapsed or the task was released.")
+        return end_held_task(task, status, kind, user)
+
+
+def end_held_task(task: Task, status: str, kind: str, actor: User | None, reason: str = "") -> Task:
+    """End the lease of a task whose row the caller has locked: submitted, or back in the pool.
+
+    The episode that held the task is the authority here (its end is what ends the lease), so
+    the lease's expiry is not checked: a paused episode's task is kept past it."""
+    _event(task, kind, actor, reason).save()
+    task.status = status
+    if status == TaskStatus.QUEUED:
+        task.assignee = None
+    task.lease_id = None
+    task.lease_expires_at = None
+    task.save(update_fields=["status", "assignee", "lease_id", "lease_expires_at", "updated_at"])
+    return task
+
+
+def keep_for(task: Task, until: datetime, kind: str, reason: str) -> None:
+    """Hold a locked task's lease until ``until`` (a paused or resumed episode keeps its task)."""
+    _event(task, kind, None, reason).save()
+    task.lease_expires_at = until
+    task.save(update_fields=["lease_expires_at", "updated_at"])
+
+
+def release_task(task_id: int, lease_id: uuid.UUID, user: User) -> Task:
+    """Give a held task back to the project pool."""
+    return _end_lease(task_id, lease_id, user, TaskStatus.QUEUED, TaskEvent.Kind.RELEASED)
+
+
+def submit_task(task_id: int, lease_id: uuid.UUID, user: User) -> Task:
+    """Mark a held task submitted for review; the lease ends."""
+    return _end_lease(task_id, lease_id, user, TaskStatus.SUBMITTED, TaskEvent.Kind.SUBMITTED)
+
+
+def return_lapsed_leases(now: datetime | None = None) -> int:
+    """Put every task whose lease lapsed, and whose episode (if any) has ended, back in the
+    pool; return how many. Tasks with a running episode are the episodes' to pause or end."""
+    now = now or timezone.now()
+    returned = 0
+    with transaction.atomic():
+        lapsed = list(
+            Task.objects.select_for_update(skip_locked=True)
+            .filter(status=TaskStatus.IN_PROGRESS, lease_expires_at__lte=now)
+            .exclude(
+                pk__in=Episode.objects.filter(
+                    ended_at__isnull=True, mode=EpisodeMode.INTERACTIVE
+                ).values("task_id")
+            )
+        )
+        for task in lapsed:
+            _event(
+                task, TaskEvent.Kind.LEASE_LAPSED, None, "no heartbeat before the lease expired"
+            ).save()
+            returned += 1
+        Task.objects.filter(pk__in=[t.pk for t in lapsed]).update(
+            status=TaskStatus.QUEUED,
+            assignee=None,
+            lease_id=None,
+            lease_expires_at=None,
+            updated_at=now,
+        )
+    return returned
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """What assigning a selection did: the runnable tasks moved; the ones that cannot run here
+    stayed where they were, each with its reason."""
+
+    assigned: int
+    cannot_run: list[tuple[str, str]]  # (task id, reason)
+
+    @property
+    def message(self) -> str:
+        moved = f"{self.assigned} task{'' if self.assigned == 1 else 's'} assigned."
+        if not self.cannot_run:
+            return moved
+        left = "; ".join(f"{task}: {reason}" for task, reason in self.cannot_run[:5])
+        more = "…" if len(self.cannot_run) > 5 else ""
+        count = len(self.cannot_run)
+        return f"{moved} {count} cannot run here and stayed unassigned ({left}{more})."
+
+
+def assign_tasks(tasks: Iterable[Task], assignee: User, actor: User) -> Assignment:
+    """Put tasks in ``assignee``'s own queue. Only queued or assigned tasks can move; those
+    that cannot run here are left out and named."""
+    ids = [t.pk for t in tasks]
+    with transaction.atomic():
+        rows = list(Task.objects.select_for_update().filter(pk__in=ids).order_by("id"))
+        busy = [
+            t.external_id for t in rows if t.status not in (TaskStatus.QUEUED, TaskStatus.ASSIGNED)
+        ]
+        if busy:
+            raise AssignmentRefused(
+                "Only queued or assigned tasks can be assigned; these are not: "
+                + ", ".join(busy[:20]),
+                details={"tasks": busy},
+            )
+        unrunnable = [(t.external_id, t.cannot_run) for t in rows if t.cannot_run]
+        rows = [t for t in rows if not t.cannot_run]
+        for task in rows:
+            task.status = TaskStatus.ASSIGNED
+            task.assignee = assignee
+            task.updated_at = timezone.now()
+        Task.objects.bulk_update(rows, ["status", "assignee", "updated_at"])
+        TaskEvent.objects.bulk_create(
+            _event(t, TaskEvent.Kind.ASSIGNED, actor, f"assigned by {actor.username}") for t in rows
+        )
+        if rows:
+            notify_user(
+                assignee.pk,
+                "tasks_assigned",
+                {"count": len(rows), "task_ids": [t.pk for t in rows], "by": actor.username},
+            )
+    return Assignment(len(rows), unrunnable)
+
+
+@dataclass(frozen=True)
+class Unassignment:
+    """What unassigning a selection did. Assigned tasks go back to the pool; the others are
+    left as they are: queued ones were in nobody's queue, started ones keep their work."""
+
+    unassigned: int
+    not_assigned: int
+    started: int
+
+    @property
+    def left_alone(self) -> int:
+        return self.not_assigned + self.started
+
+    @property
+    def message(self) -> str:
+        parts = [
+            f"{_tasks(self.unassigned)} back in the pool."
+            if self.unassigned
+            else "No task went back to the pool."
+        ]
+        if self.not_assigned:
+            were = "was" if self.not_assigned == 1 else "were"
+            parts.append(f"{_tasks(self.not_assigned)} {were} not assigned to anyone.")
+        if self.started:
+            parts.append(f"{_tasks(self.started)} already started: left alone.")
+        return " ".join(parts)
+
+
+def _tasks(count: int) -> str:
+    return f"{count} task" if count == 1 else f"{count} tasks"
+
+
+def unassign_tasks(tasks: Iterable[Task], actor: User) -> Unassignment:
+    """Return assigned tasks to the project pool. Tasks being worked on are left alone."""
+    ids = [t.pk for t in tasks]
+    with transaction.atomic():
+        rows = list(
+            Task.objects.select_for_update()
+            .filter(pk__in=ids, status=TaskStatus.ASSIGNED)
+            .order_by("id")
+        )
+        returned = [t.pk for t in rows]
+        TaskEvent.objects.bulk_create(
+            _event(t, TaskEvent.Kind.UNASSIGNED, actor, f"unassigned by {actor.username}")
+            for t in rows
+        )
+        Task.objects.filter(pk__in=returned).update(
+            status=TaskStatus.QUEUED, assignee=None, updated_at=timezone.now()
+        )
+        others = list(
+            Task.objects.filter(pk__in=ids)
+            .exclude(pk__in=returned)
+            .values_list("status", flat=True)
+        )
+    queued = others.count(TaskStatus.QUEUED)
+    return Unassignment(unassigned=len(rows), not_assigned=queued, started=len(others) - queued)

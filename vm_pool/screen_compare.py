@@ -1,0 +1,84 @@
+"""Whether two screenshots show the same screen: the share of pixels that differ, and the
+tolerance under which two observations are one screen.
+
+One comparison for every part that asks (a rollout's stop rules and its screen identities, a
+branch task's replay, the live loop's "no visible effect" flag, waiting for a screen to stay
+quiet). It reads PNG bytes only: plain data, no desktop.
+"""
+
+import io
+import struct
+
+import numpy as np
+from isal import isal_zlib
+from PIL import Image
+
+# The share of pixels two observations may differ by and still be the same screen. A blinking
+# caret changes about 0.002 % of a 1280x800 screen, a panel clock's minute about 0.02 %, the
+# pointer moved elsewhere about 0.03 %; a tooltip, a hover highlight or a menu is 0.2 % and more.
+SAME_SCREEN_TOLERANCE = 0.001
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def screen_difference(png_a: bytes, png_b: bytes) -> float:
+    """The share of pixels (0 to 1) whose colour differs between two PNG screenshots.
+
+    Screens of different sizes differ entirely (1.0). Pixels are compared exactly in RGB (alpha
+    is dropped); whether a difference matters is the caller's tolerance, usually
+    ``SAME_SCREEN_TOLERANCE`` (see ``same_screen``). Equal bytes answer 0.0 without decoding.
+    Screenshots as the capture encoder writes them (``vm_pool.x11_capture.PngEncoder``: 8-bit
+    RGB rows without filters) are read directly, inflated by ISA-L, about 2 ms for 1920x1080
+    where Pillow takes 8 ms; any other PNG is read by Pillow. A damaged PNG raises ``OSError``,
+    bytes that are not a PNG its subclass ``PIL.UnidentifiedImageError``.
+    """
+    if png_a == png_b:
+        return 0.0
+    pixels_a, pixels_b = _rgb_pixels(png_a), _rgb_pixels(png_b)
+    if pixels_a.shape != pixels_b.shape:
+        return 1.0
+    differs = pixels_a != pixels_b
+    # Three boolean planes or-ed together: ten times faster than ``any(axis=2)``.
+    changed = differs[..., 0] | differs[..., 1] | differs[..., 2]
+    return int(np.count_nonzero(changed)) / changed.size
+
+
+def same_screen(png_a: bytes, png_b: bytes, tolerance: float = SAME_SCREEN_TOLERANCE) -> bool:
+    """Whether two screenshots show the same screen, give or take ``tolerance``."""
+    return screen_difference(png_a, png_b) <= tolerance
+
+
+def _rgb_pixels(png: bytes) -> np.ndarray:
+    """A PNG's pixels as a height x width x 3 array."""
+    pixels = _unfiltered_rgb_pixels(png)
+    if pixels is not None:
+        return pixels
+    with Image.open(io.BytesIO(png), formats=["PNG"]) as image:
+        return np.asarray(image if image.mode == "RGB" else image.convert("RGB"))
+
+
+def _unfiltered_rgb_pixels(png: bytes) -> np.ndarray | None:
+    """The pixels of an 8-bit RGB PNG, not interlaced, whose rows all have filter type 0 (none);
+    None for any other PNG, or a damaged one, which Pillow then reads or refuses."""
+    if not png.startswith(_PNG_SIGNATURE) or png[12:16] != b"IHDR" or len(png) < 33:
+        return None
+    width, height, depth, colour, _, _, interlace = struct.unpack_from(">IIBBBBB", png, 16)
+    if (depth, colour, interlace) != (8, 2, 0) or width * height > Image.MAX_IMAGE_PIXELS:
+        return None
+    deflated, position = [], 33
+    while position + 8 <= len(png):
+        length, kind = struct.unpack_from(">I4s", png, position)
+        if kind == b"IDAT":
+            deflated.append(png[position + 8 : position + 8 + length])
+        position += 12 + length
+    row_bytes = 1 + 3 * width  # each row starts with its filter type
+    try:
+        rows = isal_zlib.decompressobj().decompress(b"".join(deflated), height * row_bytes)
+    except isal_zlib.error:  # type: ignore[misc]  # isal's stubs type its error class as an instance
+        return None
+    if len(rows) != height * row_bytes:
+        return None
+    pixels = np.frombuffer(rows, np.uint8).reshape(height, row_bytes)
+    if pixels[:, 0].any():
+        return None
+    return pixels[:, 1:].reshape(height, width, 3)
