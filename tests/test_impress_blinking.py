@@ -22,10 +22,11 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page, expect
 
-from annotation import demo_osworld, observations
-from annotation.episode_leases import end_episode
-from annotation.importer import import_tasks
+from annotation.demo import osworld
+from annotation.episodes import observations
+from annotation.episodes.leases import end_episode
 from annotation.models import Decision, EpisodeOutcome, Project, Proposal, Step
+from annotation.projects.importer import import_tasks
 from backend.accounts.roles import Role
 from tests.e2e.browser import chromium, sign_in
 from tests.e2e.workspace import SHOTS, decided, eventually, off_the_loop, start_task
@@ -40,7 +41,7 @@ pytestmark = [
     pytest.mark.usefixtures("container_desktops"),
 ]
 
-TASK_FILE = demo_osworld.TASKS / "39be0d19-634d-4475-8768-09c130f5425d.json"
+TASK_FILE = osworld.TASKS / "39be0d19-634d-4475-8768-09c130f5425d.json"
 # On the "Features" slide (Page Down), Insert ▸ Table… (the menu's fourth item), 2 columns and
 # 5 rows, OK: the table is inserted selected, as a person's clicks leave it. The setup ends once
 # the dialog has closed and the sidebar has shown the table's panels.
@@ -94,7 +95,7 @@ def test_a_blinking_impress_table_is_reobserved_boundedly_and_timed_from_its_fir
     row["config"].append(INSERT_TABLE)
     report = import_tasks(project, json.dumps(row).encode(), TASK_FILE.name, manager)
     assert report.created == [row["id"]] and report.cannot_run == []
-    demo_osworld.fill_cache(manager)
+    osworld.fill_cache(manager)
     desktop = pool.start_desktop(pool.create_desktop(template, host).pk)
     assert desktop.status == DesktopStatus.READY, desktop.broken_reason
     make_user("ann", project, Role.ANNOTATOR)
