@@ -386,8 +386,8 @@ class EpisodeViewSet(viewsets.ReadOnlyModelViewSet):
     )
     @action(detail=True, methods=["post"], url_path="reviews")
     def review(self, request: Request, pk: str) -> Response:
-        """Review an ended episode: 201 with the new review, or 200 with the review already
-        stored when this one repeats it (a double click or a retry; see
+        """Review an ended episode: 201 with the new review, or 200 with the review already stored
+        when this one repeats it (a double click or a retry; see
         ``annotation.episodes.reviews``)."""
         episode = self.get_object()
         access.require(request.user, episode.task.project, Capability.REVIEW)

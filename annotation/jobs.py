@@ -74,8 +74,7 @@ def evaluate_episode(episode_id: int, attempt: int | None = None) -> None:
 )
 def build_export(self: Any, export_id: int) -> None:
     """Build and publish a dataset export (``annotation.datasets.exports``). Delivered again when
-    its
-    worker dies; while another attempt is alive, it waits for that one instead."""
+    its worker dies; while another attempt is alive, it waits for that one instead."""
     try:
         exports.build_export(export_id)
     except exports.AttemptAlive as alive:

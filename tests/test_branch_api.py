@@ -1,7 +1,7 @@
 """Marking a rollout's first wrong step and sending it to annotators
-(``annotation.episodes.replay``),
-over the API: who may, what is refused with a clear error and stores nothing, what a branch task
-is, and what the exports make of the valid prefix and of a branch's replayed steps. No desktop
+(``annotation.episodes.replay``), over the API: who may, what is refused with a clear error and
+stores nothing, what a branch task is, and what the exports make of the valid prefix and of a
+branch's replayed steps. No desktop
 runs here (the replay itself is shown on real desktops by tests/e2e/test_branch_task.py).
 """
 

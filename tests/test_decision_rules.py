@@ -1,6 +1,5 @@
 """A correction that changes nothing is an acceptance (``annotation.episodes.decision_rules``), and
-the
-pair builder never writes a pair whose chosen step equals its rejected one."""
+the pair builder never writes a pair whose chosen step equals its rejected one."""
 
 import pytest
 from django.utils import timezone

@@ -1,11 +1,10 @@
 """The desktop API: the pool's desktops, each to those who may watch it, and view-only streams.
 
-Who sees which desktop is a rule about projects, of which the pool knows nothing: it is the
-function named by ``settings.TANDEM_DESKTOP_VISIBILITY``
-(``annotation.projects.access.visible_desktops``:
+Who sees which desktop is a rule about projects, of which the pool knows nothing: it is the function
+named by ``settings.TANDEM_DESKTOP_VISIBILITY`` (``annotation.projects.access.visible_desktops``:
 the desktop a user holds, the desktops of the episodes they may view, every desktop to admins),
-loaded once. A desktop outside the rule is "not found", for its
-stream too. Every stream is view-only (design §6, §8): a desktop changes only through recorded
+loaded once. A desktop outside the rule is "not found", for its stream too. Every stream is
+view-only (design §6, §8): a desktop changes only through recorded
 decisions.
 """
 

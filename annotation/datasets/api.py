@@ -2,14 +2,12 @@
 them and pull their files (design §5, §8).
 
 - ``POST /api/exports/`` ``{project, kind: sft|dpo|ct, format: trl|llama_factory, filters:
-  {date_from, date_to, model_version, review_status, annotator, include_accepted,
-  exclude_held_out, min_task_success, source, drop_no_visible_effect}}`` → 201, the export,
-  queued.
+  {date_from, date_to, model_version, review_status, annotator, include_accepted, exclude_held_out,
+  min_task_success, source, drop_no_visible_effect}}`` → 201, the export, queued.
 - ``GET /api/exports/?project=<id>&kind=&dataset_format=&status=`` (``format`` is DRF's
   response-format switch, so the format filter has its own name), ``GET /api/exports/{id}/``:
-  status, progress 0–1,
-  counts, ``content_hash`` and, once succeeded, ``files``: ``[{name, size, sha256,
-  download_url}]``.
+  status, progress 0–1, counts, ``content_hash`` and, once succeeded, ``files``: ``[{name, size,
+  sha256, download_url}]``.
 - ``POST /api/exports/{id}/cancel/``: a queued or running export stops and publishes nothing.
 - ``GET /api/exports/{id}/archive/``: every file of a succeeded export in one tar, streamed
   (``annotation.datasets.archive``).

@@ -38,16 +38,14 @@ Rules, exactly:
 - **CT samples**: every ended episode whose latest review rejected it, or whose outcome is
   ``abandoned``: the whole trajectory of decided steps (observation, final thought and action);
   one with no decided step gives none (a counted reason).
-- **Sources.** An export reads people's episodes (``source=interactive``, the default) or
-  autonomous rollouts (``source=rollout``), never both. A rollout is data only once its
-  validation decided (``annotation.rollouts.validation``): V = 1 makes every step an SFT sample
-  (kind
-  ``rollout``, rejection sampling; a reviewer's first wrong step keeps the prefix before it),
-  V = 0 makes the trajectory a CT sample; a rollout gives no pairs by itself. A rollout whose
-  reviewer named its first wrong step gives the steps before it as SFT samples whatever V is
-  (the valid prefix); the pairs come from the branch task people work from that step
-  (``annotation.episodes.replay``), whose replayed steps (``auto``) are history there, never
-  targets.
+- **Sources.** An export reads people's episodes (``source=interactive``, the default) or autonomous
+  rollouts (``source=rollout``), never both. A rollout is data only once its validation decided
+  (``annotation.rollouts.validation``): V = 1 makes every step an SFT sample (kind ``rollout``,
+  rejection sampling; a reviewer's first wrong step keeps the prefix before it), V = 0 makes the
+  trajectory a CT sample; a rollout gives no pairs by itself. A rollout whose reviewer named its
+  first wrong step gives the steps before it as SFT samples whatever V is (the valid prefix); the
+  pairs come from the branch task people work from that step (``annotation.episodes.replay``), whose
+  replayed steps (``auto``) are history there, never targets.
 
 Order is deterministic: episodes by id, then steps by index. Records stream: episodes are read
 with ``QuerySet.iterator(chunk_size=…)``; their decided steps, revisions and proposals are read

@@ -22,8 +22,8 @@ Rules:
 - An episode owns its desktop at the generation it leased, and an absent annotator's episode
   is paused, not lost: ``annotation.episodes.leases`` holds those rules and the ending.
 - An open step's observation is the screen the annotator decides on:
-  ``annotation.episodes.observations``
-  stores it and replaces it while the screen changes before the decision.
+  ``annotation.episodes.observations`` stores it and replaces it while the screen changes before the
+  decision.
 - One job at a time executes a step: the job takes the step (``executing_since``) before its
   action runs, and a second job for it (a retry, a reconnect's resume) leaves it alone. Only a
   job that held it past ``EXECUTION_EXPIRES`` (longer than any bounded action and its settle)

@@ -1,7 +1,6 @@
-"""What managers and reviewers watch: the progress board, throughput and acceptance charts
-(figures defined in ``annotation.flywheel.figures``), the review queue, and for managers and
-engineers
-the flywheel chart (``annotation.flywheel.chart``). Thin views: check permission, validate, call one
+"""What managers and reviewers watch: the progress board, throughput and acceptance charts (figures
+defined in ``annotation.flywheel.figures``), the review queue, and for managers and engineers the
+flywheel chart (``annotation.flywheel.chart``). Thin views: check permission, validate, call one
 function, return."""
 
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet

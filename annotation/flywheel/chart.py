@@ -12,10 +12,9 @@ flywheel's generations), how it did there and the data it was trained on.
   is validated; ``task_success`` is the mean evaluator score over the ``scored`` rollouts.
 - **Live acceptance** and **offline step success rate** are the project's version overview's
   (``annotation.flywheel.model_versions.overview``): people's decisions on the version's proposals
-  in
-  interactive episodes over the last ``ACCEPTANCE_DAYS`` days, ``rate = accepted / steps``
-  where ``steps`` = accepted + corrected + error kept; and the latest succeeded offline
-  evaluation on the project's held-out steps.
+  in interactive episodes over the last ``ACCEPTANCE_DAYS`` days, ``rate = accepted / steps`` where
+  ``steps`` = accepted + corrected + error kept; and the latest succeeded offline evaluation on the
+  project's held-out steps.
 - **Trained on**: for a version a fine-tuning job made, each stage's dataset export of this
   project, with its sample count (``DatasetExport.counts``); exports of other projects a job
   also read are counted in ``other_exports`` only.

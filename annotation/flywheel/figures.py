@@ -21,12 +21,11 @@ throughput over time, and how often annotators accept each model version's propo
   is that of the proposal the annotator picked, else of its best-ranked valid proposal. Steps
   where the model gave no valid proposal (unparseable text, model down) say nothing about a
   version's quality: they are counted apart, as ``without_proposal`` of the episode's version.
-- **Task success per model version**, beside acceptance, over the same buckets: the episodes
-  that ended in the bucket and were scored by their task's evaluator
-  (``annotation.episodes.scoring``)
+- **Task success per model version**, beside acceptance, over the same buckets: the episodes that
+  ended in the bucket and were scored by their task's evaluator (``annotation.episodes.scoring``)
   under the episode's model version: ``scored``, the ``mean`` task success (0–1), the
-  ``success_rate`` (the share that scored 1), and ``failed``, those whose evaluator could not
-  run (never counted as a score). The project's totals for the whole window come with them.
+  ``success_rate`` (the share that scored 1), and ``failed``, those whose evaluator could not run
+  (never counted as a score). The project's totals for the whole window come with them.
 """
 
 from collections import defaultdict

@@ -12,11 +12,10 @@ project's held-out steps, and a project's versions side by side.
   (``model_serving.evaluation.is_held_out``), their final action (a reviewer's latest revision
   when there is one), leaving out kept errors (never a target) and the steps a rejection marks
   as wrong (from its first wrong step on; all of them when it names none). The request for each
-  is built by ``annotation.jobs.proposal_request``, the live loop's own, so the evaluation
+  is built by ``annotation.episodes.requests``, the live loop's own, so the evaluation
   prompt is the live prompt.
-- **A project's versions side by side** (``overview``): A, B and B's share, and for every
-  version that proposed there or was evaluated there its live acceptance
-  (``annotation.flywheel.figures``
+- **A project's versions side by side** (``overview``): A, B and B's share, and for every version
+  that proposed there or was evaluated there its live acceptance (``annotation.flywheel.figures``
   over the last ``ACCEPTANCE_DAYS`` days) next to its latest succeeded offline evaluation.
 """
 

@@ -80,8 +80,7 @@ class Episode(models.Model):
     # that was not there. Shown with the episode, so that a reviewer knows how it started.
     setup_log = models.JSONField(default=list, blank=True)
     # A branch task's replay of the rollout's steps (``annotation.episodes.replay``): the rollout,
-    # the
-    # step handed over, the tolerance and each replayed step's screen difference.
+    # the step handed over, the tolerance and each replayed step's screen difference.
     replay = models.JSONField(default=dict, blank=True)
 
     class Meta:

@@ -39,8 +39,7 @@ class Task(models.Model):
     max_steps = models.PositiveIntegerField(default=30)
     priority = models.IntegerField(default=0, help_text="Higher is claimed first.")
     # A branch task (``annotation.episodes.replay``): a rollout's trajectory handed to people from
-    # its
-    # first wrong step. Its desktop replays the rollout's steps before ``branch_step``.
+    # its first wrong step. Its desktop replays the rollout's steps before ``branch_step``.
     branch_of = models.ForeignKey(
         "Episode", null=True, blank=True, on_delete=models.PROTECT, related_name="branches"
     )

@@ -13,13 +13,11 @@ annotators. Each start leases a ready desktop to the batch's creator, makes an `
 again at the next dispatch.
 
 **A run** (``annotation.rollouts.runs``) is the live loop without a person: setup, observe, ask
-the model, record its proposals, take the first valid one as the step's decision (``auto``),
-execute it, settle, observe, and again. After every model answer the stop rules
-(``rollout_rules``) may end it: finished or call_user, the step limit, invalid outputs in a row,
-a loop, no screen change. An episode ends as any other (``end_episode``): the task's evaluator
-scores it when it has one, and the desktop goes back to the pool. Then
-``annotation.rollouts.validation``
-judges the trajectory.
+the model, record its proposals, take the first valid one as the step's decision (``auto``), execute
+it, settle, observe, and again. After every model answer the stop rules (``rollout_rules``) may end
+it: finished or call_user, the step limit, invalid outputs in a row, a loop, no screen change. An
+episode ends as any other (``end_episode``): the task's evaluator scores it when it has one, and the
+desktop goes back to the pool. Then ``annotation.rollouts.validation`` judges the trajectory.
 
 **Worker loss.** A run takes its attempt by setting the rollout's heartbeat, and beats every
 step. A job delivered again (its worker died: the jobs are acknowledged late) or a periodic

@@ -3,11 +3,10 @@
 
 Synthetic episodes (``tests.export_data``: 20 decided steps each, cycling accepted, corrected,
 error_kept and the reflective step, 8 distinct 64x40 screenshots in local storage) are inserted
-in bulk: 10,000 steps, then 100,000 more in a second project. An *export run* is what the
-export job does for the SFT and then the DPO export of a project, in TRL format
-(``annotation.datasets.exports.build_export``: the pair builder streamed, rows rendered,
-screenshots read
-from storage and embedded, Parquet shards written, published to storage).
+in bulk: 10,000 steps, then 100,000 more in a second project. An *export run* is what the export job
+does for the SFT and then the DPO export of a project, in TRL format
+(``annotation.datasets.exports.build_export``: the pair builder streamed, rows rendered, screenshots
+read from storage and embedded, Parquet shards written, published to storage).
 
 - ``export_steps_per_s``: the project's steps / the run's seconds, on the 10k project (median of
   three runs).
