@@ -14,6 +14,7 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
+from annotation import job_names
 from annotation.datasets import exports
 from annotation.episodes import leases, proposals, replay
 from annotation.episodes import loop as episodes
@@ -25,12 +26,13 @@ from annotation.models import Step
 from annotation.projects import queue, versions
 from annotation.rollouts import batches, validation
 from annotation.rollouts import runs as rollout_runs
+from backend.attempts import AttemptAlive
 from backend.notifications import send_now
 from model_serving.proposers.base import ModelUnavailable
 from model_serving.registry import ProposerMisconfigured, get_proposer
 
 
-@shared_task(name="annotation.jobs.return_lapsed_leases")
+@shared_task(name=job_names.RETURN_LAPSED_LEASES)
 def return_lapsed_leases() -> int:
     """Periodic (beat): running episodes whose lease lapsed are paused (or ended after their
     grace); other tasks whose lease lapsed go back to the pool; evaluations whose job was lost
@@ -40,12 +42,12 @@ def return_lapsed_leases() -> int:
     return queue.return_lapsed_leases()
 
 
-@shared_task(name="annotation.jobs.prepare_episode", acks_late=True)
+@shared_task(name=job_names.PREPARE_EPISODE, acks_late=True)
 def prepare_episode(episode_id: int) -> None:
     episodes.prepare_episode(episode_id)
 
 
-@shared_task(name="annotation.jobs.execute_step", acks_late=True)
+@shared_task(name=job_names.EXECUTE_STEP, acks_late=True)
 def execute_step(step_id: int) -> None:
     episodes.execute_step(step_id)
 
@@ -56,7 +58,7 @@ VALIDATION_LIMIT_S = 300  # the judge's attempts with their waits, and a review'
 
 
 @shared_task(
-    name="annotation.jobs.evaluate_episode",
+    name=job_names.EVALUATE_EPISODE,
     acks_late=True,
     soft_time_limit=evaluations.EVALUATION_LEASE_S,
     time_limit=evaluations.EVALUATION_LEASE_S + 60,
@@ -66,7 +68,7 @@ def evaluate_episode(episode_id: int, attempt: int | None = None) -> None:
 
 
 @shared_task(
-    name="annotation.jobs.build_export",
+    name=job_names.BUILD_EXPORT,
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
@@ -77,11 +79,11 @@ def build_export(self: Any, export_id: int) -> None:
     its worker dies; while another attempt is alive, it waits for that one instead."""
     try:
         exports.build_export(export_id)
-    except exports.AttemptAlive as alive:
+    except AttemptAlive as alive:
         raise self.retry(countdown=alive.seconds) from None
 
 
-@shared_task(name="annotation.jobs.propose_step", acks_late=True)
+@shared_task(name=job_names.PROPOSE_STEP, acks_late=True)
 def propose_step(step_id: int) -> None:
     """Ask the project's proposer for a step, streaming its text to the episode's sockets."""
     step = Step.objects.select_related(
@@ -122,13 +124,13 @@ def propose_step(step_id: int) -> None:
     proposals.record_proposals(step_id, result, observation=step.observation_id)
 
 
-@shared_task(name="annotation.jobs.evaluate_model_version", acks_late=True)
+@shared_task(name=job_names.EVALUATE_MODEL_VERSION, acks_late=True)
 def evaluate_model_version(run_id: int) -> str:
     """Offline evaluation of a model version on a project's held-out steps (``exports``)."""
     return model_versions.run_evaluation(run_id)
 
 
-@shared_task(name="annotation.jobs.dispatch_rollouts")
+@shared_task(name=job_names.DISPATCH_ROLLOUTS)
 def dispatch_rollouts(batch_id: int | None = None) -> int:
     """Start what a batch (every active batch, periodically) may start now."""
     if batch_id is not None:
@@ -138,7 +140,7 @@ def dispatch_rollouts(batch_id: int | None = None) -> int:
 
 
 @shared_task(
-    name="annotation.jobs.run_rollout",
+    name=job_names.RUN_ROLLOUT,
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
@@ -148,12 +150,12 @@ def run_rollout(self: Any, rollout_id: int, attempt: int) -> str:
     """One rollout on its desktop's host, to its end. Delivered again when its worker dies."""
     try:
         return rollout_runs.run_rollout(rollout_id, attempt)
-    except batches.AttemptAlive:
+    except AttemptAlive:
         raise self.retry(countdown=batches.stale_seconds() / 4) from None
 
 
 @shared_task(
-    name="annotation.jobs.validate_rollout",
+    name=job_names.VALIDATE_ROLLOUT,
     bind=True,
     acks_late=True,
     max_retries=None,

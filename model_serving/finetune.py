@@ -38,6 +38,7 @@ from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from backend import attempts
 from backend.celery import send_after_commit
 from backend.errors import DomainError
 from model_serving.artifacts import MissingArtifacts, download_folder, upload_folder
@@ -70,14 +71,6 @@ class JobConflict(DomainError):
 
 class _CancelledLate(Exception):
     """The job was cancelled after training, before its version was registered."""
-
-
-class AttemptAlive(Exception):
-    """Another attempt at this job is running and alive: deliver again after ``seconds``."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"another attempt is running; retry in {seconds:.0f} s")
-        self.seconds = seconds
 
 
 def resolve_base_model(base_model: str) -> str:
@@ -232,16 +225,9 @@ def _claim(job_id: int) -> FineTuneJob | None:
             job.error = job.error or "cancelled while no worker was running it"
             job.save()
             return None
-        if (
-            job.status == JobStatus.RUNNING
-            and job.heartbeat_at is not None
-            and now - job.heartbeat_at < stale
-        ):
-            raise AttemptAlive((job.heartbeat_at + stale - now).total_seconds() + 1)
+        attempts.take(job, job.status == JobStatus.RUNNING, stale, now)
         job.status = JobStatus.RUNNING
-        job.attempt += 1
         job.started_at = now
-        job.heartbeat_at = now
         job.progress = 0.0
         job.loss_curve = []
         job.save()

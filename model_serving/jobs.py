@@ -9,6 +9,7 @@ from typing import Any
 
 from celery import shared_task
 
+from backend.attempts import AttemptAlive
 from model_serving import finetune, serving
 from model_serving.models import ModelVersion
 
@@ -25,7 +26,7 @@ def run_finetune_job(self: Any, job_id: int) -> str:
     another attempt is alive, it waits for that one instead."""
     try:
         return finetune.run_job(job_id)
-    except finetune.AttemptAlive as alive:
+    except AttemptAlive as alive:
         raise self.retry(countdown=alive.seconds) from None
 
 

@@ -22,6 +22,7 @@ from annotation.datasets import exports, pairs
 from annotation.episodes.reviews import review_episode
 from annotation.models import DatasetExport, Episode
 from backend.accounts.roles import Role
+from backend.attempts import AttemptAlive
 from model_serving.evaluation import is_held_out
 from tests.export_data import expected, make_episodes
 from tests.test_dataset_llama_factory import validate
@@ -226,7 +227,7 @@ def test_a_live_attempt_is_waited_for_and_a_dead_one_taken_over(
     DatasetExport.objects.filter(pk=export_id).update(
         status="running", attempt=1, heartbeat_at=timezone.now()
     )
-    with pytest.raises(exports.AttemptAlive):
+    with pytest.raises(AttemptAlive):
         exports.build_export(export_id)
     assert DatasetExport.objects.get(pk=export_id).attempt == 1
 

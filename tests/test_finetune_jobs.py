@@ -20,6 +20,7 @@ from safetensors import safe_open
 
 from annotation.models import DatasetExport
 from backend.accounts.roles import Role
+from backend.attempts import AttemptAlive
 from model_serving import finetune
 from model_serving.demo_model import save_demo_base
 from model_serving.evaluation import is_held_out
@@ -337,7 +338,7 @@ def test_a_redelivered_job_waits_for_a_live_attempt_and_takes_over_a_dead_one(
     FineTuneJob.objects.filter(pk=job["id"]).update(
         status="running", attempt=1, heartbeat_at=timezone.now()
     )
-    with pytest.raises(finetune.AttemptAlive):
+    with pytest.raises(AttemptAlive):
         finetune.run_job(job["id"])
     assert FineTuneJob.objects.get(pk=job["id"]).attempt == 1
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from django.apps import apps
 
+from annotation import job_names
 from backend.celery import app as celery_app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -252,3 +253,27 @@ def test_celery_job_names_are_unchanged():
     celery_app.loader.import_default_modules()  # the apps' jobs modules, as a worker loads them
     names = sorted(n for n in celery_app.tasks if not n.startswith("celery."))
     assert names == JOB_NAMES
+
+
+def test_the_apps_jobs_are_named_once_and_the_settings_route_them_as_declared(settings):
+    """Every app module names a job through ``annotation.job_names``; the settings' routes
+    (used when a job is sent without a queue) and beat schedule agree with it."""
+    written = [
+        f"{module}: {node.value}"
+        for module, source in sources().items()
+        if module not in ("annotation.job_names", "backend.settings")
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.startswith("annotation.jobs.")
+    ]
+    assert written == []
+    declared = {
+        value for name, value in vars(job_names).items() if name.isupper() and name != "QUEUES"
+    }
+    assert declared == {name for name in JOB_NAMES if name.startswith("annotation.")}
+    router = celery_app.amqp.router
+    for job, queue in job_names.QUEUES.items():
+        assert router.route({}, job, args=[1])["queue"].name == queue, job
+    scheduled = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert {t for t in scheduled if t.startswith("annotation.")} <= declared

@@ -48,7 +48,9 @@ from django.utils import timezone
 
 from annotation.datasets import pairs
 from annotation.datasets.formats import llama_factory, trl
+from annotation.job_names import BUILD_EXPORT
 from annotation.models import DatasetExport, Project
+from backend import attempts
 from backend.accounts.models import User
 from backend.celery import send_after_commit
 from backend.errors import DomainError
@@ -56,7 +58,6 @@ from vm_pool.models import Screenshot
 
 log = logging.getLogger(__name__)
 
-JOB_NAME = "annotation.jobs.build_export"
 CHECK_EVERY = 200
 CHECK_SECONDS = 1.0
 IMAGES_DIR = "images"
@@ -78,14 +79,6 @@ class ExportConflict(DomainError):
 class ExportNotFound(DomainError):
     status_code = 404
     code = "not_found"
-
-
-class AttemptAlive(Exception):
-    """Another attempt at this export is running and alive: try again after ``seconds``."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"another attempt is running; retry in {seconds:.0f} s")
-        self.seconds = seconds
 
 
 class _Stopped(Exception):
@@ -155,7 +148,7 @@ def create_export(
         export = DatasetExport.objects.create(
             project=project, kind=kind, format=format, filters=filters.as_json(), created_by=user
         )
-        send_after_commit(JOB_NAME, [export.pk], settings.TANDEM_EXPORT_QUEUE)
+        send_after_commit(BUILD_EXPORT, [export.pk], settings.TANDEM_EXPORT_QUEUE)
     return export
 
 
@@ -243,16 +236,9 @@ def _start_attempt(export_id: int) -> int | None:
         export = DatasetExport.objects.select_for_update().filter(pk=export_id).first()
         if export is None or export.status in FINISHED:
             return None  # deleted, or a duplicate delivery of a finished job
-        if (
-            export.status == Status.RUNNING
-            and export.heartbeat_at is not None
-            and now - export.heartbeat_at < stale
-        ):
-            raise AttemptAlive((export.heartbeat_at + stale - now).total_seconds() + 1)
-        export.attempt += 1
+        attempts.take(export, export.status == Status.RUNNING, stale, now)
         export.status = Status.RUNNING
         export.progress = 0.0
-        export.heartbeat_at = now
         export.started_at = export.started_at or now
         export.error = ""
         export.save(

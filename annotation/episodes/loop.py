@@ -49,6 +49,7 @@ from annotation.episodes.ownership import (
     desktop_lease_seconds,
     owns_desktop,
 )
+from annotation.job_names import EXECUTE_STEP, PREPARE_EPISODE, PROPOSE_STEP, QUEUES
 from annotation.models import (
     PEOPLE_DECISIONS,
     Decision,
@@ -121,7 +122,7 @@ def start_episode(user: User, projects: Any) -> Episode:
             task=task, annotator=user, desktop=desktop, desktop_generation=desktop.generation
         )
         versions.assign_version(episode, project)
-        send_after_commit("annotation.jobs.prepare_episode", [episode.pk], host_queue(desktop.host))
+        send_after_commit(PREPARE_EPISODE, [episode.pk], host_queue(desktop.host))
     return episode
 
 
@@ -233,7 +234,7 @@ def decide(
                                  "decided_by", "decided_at", "decision_ms"])  # fmt: skip
         ending = ENDING_ACTIONS.get(final_action.type)
         if ending is None:
-            send_after_commit("annotation.jobs.execute_step", [step.pk], _host_queue_of(episode))
+            send_after_commit(EXECUTE_STEP, [step.pk], _host_queue_of(episode))
         tell(
             episode.pk,
             "decided",
@@ -350,15 +351,15 @@ def resume_if_stalled(episode_id: int, now: Any = None) -> bool:
     if now - since < STALL_AFTER:
         return False
     if last is None:
-        send_after_commit("annotation.jobs.prepare_episode", [episode.pk], _host_queue_of(episode))
+        send_after_commit(PREPARE_EPISODE, [episode.pk], _host_queue_of(episode))
         return True
     if last.decided_at is not None and (last.final_action or {}).get("type") not in ENDING_ACTIONS:
         if last.executing_since and now - last.executing_since < EXECUTION_EXPIRES:
             return False  # its job is still running the action
-        send_after_commit("annotation.jobs.execute_step", [last.pk], _host_queue_of(episode))
+        send_after_commit(EXECUTE_STEP, [last.pk], _host_queue_of(episode))
         return True
     if not last.proposals.filter(superseded=False).exists():
-        send_after_commit("annotation.jobs.propose_step", [last.pk], "model")
+        send_after_commit(PROPOSE_STEP, [last.pk], QUEUES[PROPOSE_STEP])
         return True
     return False
 

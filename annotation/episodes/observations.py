@@ -26,6 +26,7 @@ from django.db import connection, transaction
 
 from annotation.episodes.events import tell
 from annotation.episodes.ownership import owns_desktop
+from annotation.job_names import PROPOSE_STEP, QUEUES
 from annotation.models import Episode, Proposal, Step
 from backend.celery import send_after_commit
 from vm_pool import screen_watch
@@ -147,7 +148,7 @@ def _observed(step: Step, ask: bool = True) -> None:
 
 def ask_model(step_id: int) -> None:
     """Queue the step's proposal job once the transaction commits."""
-    send_after_commit("annotation.jobs.propose_step", [step_id], "model")
+    send_after_commit(PROPOSE_STEP, [step_id], QUEUES[PROPOSE_STEP])
 
 
 def settled_quietly(control: Any, quiet_ms: float, limit_s: float = 5.0) -> Observation:

@@ -20,6 +20,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from annotation.job_names import QUEUES, VALIDATE_ROLLOUT
 from annotation.models import Episode, EpisodeMode, Review, Rollout, TaskEvent, TaskStatus
 from backend.accounts.models import User
 from backend.celery import send_after_commit
@@ -67,7 +68,7 @@ def submit_review(
         if episode.mode == EpisodeMode.AUTONOMOUS:
             # A rollout's review is a part of its validation: V is judged again.
             for pk in Rollout.objects.filter(episode=episode).values_list("pk", flat=True):
-                send_after_commit("annotation.jobs.validate_rollout", [pk], "default")
+                send_after_commit(VALIDATE_ROLLOUT, [pk], QUEUES[VALIDATE_ROLLOUT])
         task = episode.task
         if episode.mode == EpisodeMode.INTERACTIVE and task.status in (
             TaskStatus.SUBMITTED,

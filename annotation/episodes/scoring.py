@@ -44,6 +44,7 @@ from django.utils import timezone
 from annotation.episodes import observations
 from annotation.episodes.events import tell
 from annotation.episodes.ownership import owns_desktop
+from annotation.job_names import EVALUATE_EPISODE
 from annotation.models import Episode, EpisodeOutcome, EvaluationStatus
 from backend.celery import send_after_commit
 from backend.heartbeats import Heartbeat
@@ -54,7 +55,6 @@ from vm_pool.models import host_queue
 
 logger = logging.getLogger(__name__)
 
-EVALUATE_JOB = "annotation.jobs.evaluate_episode"
 
 SCORED_OUTCOMES = (EpisodeOutcome.FINISHED, EpisodeOutcome.CALL_USER, EpisodeOutcome.MAX_STEPS)
 # How long the desktop stays leased for its evaluation (postconfigs sleep, documents are read),
@@ -108,7 +108,7 @@ def _send(episode: Episode) -> None:
     )
     assert episode.desktop is not None
     send_after_commit(
-        EVALUATE_JOB, [episode.pk, episode.evaluation_attempt], host_queue(episode.desktop.host)
+        EVALUATE_EPISODE, [episode.pk, episode.evaluation_attempt], host_queue(episode.desktop.host)
     )
 
 

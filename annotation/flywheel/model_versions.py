@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from annotation.episodes.requests import proposal_request
 from annotation.flywheel import figures as stats
+from annotation.job_names import EVALUATE_MODEL_VERSION, QUEUES
 from annotation.models import DatasetExport, Decision, Episode, Project, Review, Step
 from annotation.projects import access
 from backend.accounts.models import User
@@ -47,8 +48,6 @@ from vm_pool.actions import Action
 logger = logging.getLogger(__name__)
 
 ACCEPTANCE_DAYS = 365
-EVALUATION_JOB = "annotation.jobs.evaluate_model_version"
-EVALUATION_QUEUE = "exports"
 MAX_EVALUATION_STEPS = 2000
 
 
@@ -179,7 +178,7 @@ def start_evaluation(
             total=len(step_ids),
             created_by=user,
         )
-        send_after_commit(EVALUATION_JOB, [run.pk], EVALUATION_QUEUE)
+        send_after_commit(EVALUATE_MODEL_VERSION, [run.pk], QUEUES[EVALUATE_MODEL_VERSION])
     return run
 
 

@@ -45,6 +45,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from annotation.episodes.leases import end_episode
+from annotation.job_names import DISPATCH_ROLLOUTS, QUEUES, RUN_ROLLOUT, VALIDATE_ROLLOUT
 from annotation.models import (
     BatchStatus,
     Episode,
@@ -58,6 +59,7 @@ from annotation.models import (
 )
 from annotation.rollouts import rules as rollout_rules
 from backend.accounts.models import User
+from backend.attempts import refuse_while_alive
 from backend.celery import send_after_commit
 from backend.errors import DomainError
 from model_serving.models import ModelVersion
@@ -67,10 +69,6 @@ from vm_pool.models import host_queue
 
 logger = logging.getLogger(__name__)
 
-RUN_JOB = "annotation.jobs.run_rollout"
-DISPATCH_JOB = "annotation.jobs.dispatch_rollouts"
-VALIDATE_JOB = "annotation.jobs.validate_rollout"
-DISPATCH_QUEUE = "default"
 DESKTOP_LEASE_S = 300  # renewed at every step
 MAX_SAMPLES = 16
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens")
@@ -163,7 +161,7 @@ def create_batch(project: Project, user: User, request: BatchRequest) -> Rollout
             for sample in range(request.samples_per_task)
         )
         refresh_counts(batch.pk)
-        send_after_commit(DISPATCH_JOB, [batch.pk], DISPATCH_QUEUE)
+        send_after_commit(DISPATCH_ROLLOUTS, [batch.pk], QUEUES[DISPATCH_ROLLOUTS])
     return batch
 
 
@@ -189,7 +187,7 @@ def set_status(batch: RolloutBatch, status: str) -> RolloutBatch:
                 fields.append("finished_at")
         batch.save(update_fields=fields)
         refresh_counts(batch.pk)
-        send_after_commit(DISPATCH_JOB, [batch.pk], DISPATCH_QUEUE)
+        send_after_commit(DISPATCH_ROLLOUTS, [batch.pk], QUEUES[DISPATCH_ROLLOUTS])
     return batch
 
 
@@ -303,7 +301,7 @@ def _start(batch: RolloutBatch, rollout: Rollout, template: Any) -> bool:
     rollout.heartbeat_at = None
     rollout.started_at = timezone.now()
     rollout.save(update_fields=["episode", "status", "attempt", "heartbeat_at", "started_at"])
-    send_after_commit(RUN_JOB, [rollout.pk, rollout.attempt], host_queue(desktop.host))
+    send_after_commit(RUN_ROLLOUT, [rollout.pk, rollout.attempt], host_queue(desktop.host))
     return True
 
 
@@ -322,7 +320,7 @@ def recover_stale(batch_id: int | None = None, now: Any = None) -> int:
         )
         if ended.update(heartbeat_at=now):
             logger.info("rollout %s: its validation's job was lost; sent again", rollout_id)
-            send_after_commit(VALIDATE_JOB, [rollout_id], DISPATCH_QUEUE)
+            send_after_commit(VALIDATE_ROLLOUT, [rollout_id], QUEUES[VALIDATE_ROLLOUT])
     stale = Rollout.objects.filter(
         status=RolloutStatus.RUNNING,
         started_at__lt=before,
@@ -366,10 +364,6 @@ def active_batches() -> list[int]:
 # --- attempts -------------------------------------------------------------------------------
 
 
-class AttemptAlive(Exception):
-    """Another delivery of this attempt is running and alive."""
-
-
 def take_attempt(rollout_id: int, attempt: int) -> Rollout | None:
     """The rollout for this job, or None when it is not this job's to run. A delivery that
     finds its attempt already taken runs it only once that attempt went silent."""
@@ -384,8 +378,9 @@ def take_attempt(rollout_id: int, attempt: int) -> Rollout | None:
     rollout = Rollout.objects.filter(pk=rollout_id).first()
     if rollout is None or rollout.attempt != attempt or rollout.status != RolloutStatus.RUNNING:
         return None
-    if rollout.heartbeat_at and rollout.heartbeat_at > now - timedelta(seconds=stale_seconds()):
-        raise AttemptAlive(f"rollout {rollout_id} attempt {attempt} is running elsewhere")
+    stale = timedelta(seconds=stale_seconds())
+    what = f"rollout {rollout_id} attempt {attempt}"
+    refuse_while_alive(rollout.heartbeat_at, stale, now, what)  # another delivery of it runs
     _requeue(rollout_id, now)  # the delivery before this one died mid-run
-    send_after_commit(DISPATCH_JOB, [rollout.batch_id], DISPATCH_QUEUE)
+    send_after_commit(DISPATCH_ROLLOUTS, [rollout.batch_id], QUEUES[DISPATCH_ROLLOUTS])
     return None

@@ -21,6 +21,7 @@ from annotation.episodes import observations, proposals
 from annotation.episodes.leases import end_episode
 from annotation.episodes.ownership import DESKTOP_LOST, owns_desktop
 from annotation.episodes.requests import proposal_request
+from annotation.job_names import DISPATCH_ROLLOUTS, QUEUES, VALIDATE_ROLLOUT
 from annotation.models import (
     BatchStatus,
     Decision,
@@ -34,9 +35,6 @@ from annotation.models import (
 from annotation.rollouts import rules as rollout_rules
 from annotation.rollouts.batches import (
     DESKTOP_LEASE_S,
-    DISPATCH_JOB,
-    DISPATCH_QUEUE,
-    VALIDATE_JOB,
     counted,
     stale_seconds,
     take_attempt,
@@ -69,7 +67,7 @@ def run_rollout(rollout_id: int, attempt: int) -> str:
         with Heartbeat(beating, stale_seconds() / 4):
             reason = run.loop()
     finally:
-        send_after_commit(DISPATCH_JOB, [rollout.batch_id], DISPATCH_QUEUE)
+        send_after_commit(DISPATCH_ROLLOUTS, [rollout.batch_id], QUEUES[DISPATCH_ROLLOUTS])
     return reason
 
 
@@ -236,5 +234,5 @@ class Run:
                 records=[record.as_json() for record in self.records],
             )
         if ours and status == RolloutStatus.ENDED:
-            send_after_commit(VALIDATE_JOB, [self.rollout.pk], DISPATCH_QUEUE)
+            send_after_commit(VALIDATE_ROLLOUT, [self.rollout.pk], QUEUES[VALIDATE_ROLLOUT])
         return str(stop)
