@@ -249,7 +249,7 @@ TANDEM_IMPORT_MAX_BYTES = env_int("TANDEM_IMPORT_MAX_BYTES", 10 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = TANDEM_IMPORT_MAX_BYTES + 64 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 
-# Files a task's setup downloads (vm_pool.downloads), fetched by the platform: at most
+# Files a task's setup downloads (vm_pool.task_files.downloads), fetched by the platform: at most
 # TANDEM_DOWNLOAD_MAX_BYTES each, within TANDEM_DOWNLOAD_TIMEOUT_SECONDS, never from loopback,
 # private or metadata addresses. TANDEM_DOWNLOAD_ALLOWED_HOSTS ("host:port,…") names a
 # deployment's own file mirror, which may be on loopback or a private network (never metadata).
@@ -258,7 +258,7 @@ TANDEM_DOWNLOAD_TIMEOUT_SECONDS = env_int("TANDEM_DOWNLOAD_TIMEOUT_SECONDS", 60)
 TANDEM_DOWNLOAD_ALLOWED_HOSTS = [
     h.strip().lower() for h in env("TANDEM_DOWNLOAD_ALLOWED_HOSTS", "").split(",") if h.strip()
 ]
-# An archive of task files uploaded at once (vm_pool.task_file_archives): the request body and
+# An archive of task files uploaded at once (vm_pool.task_files.archives): the request body and
 # the files it holds, unpacked, are each at most this; each file at most TANDEM_DOWNLOAD_MAX_BYTES.
 TANDEM_TASK_ARCHIVE_MAX_BYTES = env_int("TANDEM_TASK_ARCHIVE_MAX_BYTES", 1024 * 1024 * 1024)
 # At most this many entries; no zip entry, nor a zip's files together, unpacking to more than

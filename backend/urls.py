@@ -33,7 +33,7 @@ from annotation.rollouts.api import RolloutBatchViewSet, RolloutViewSet, Validat
 from backend import views
 from backend.accounts.api import AccessTokenViewSet, MeView
 from vm_pool.api import DesktopTemplateViewSet, DesktopViewSet
-from vm_pool.api_task_files import TaskFileViewSet
+from vm_pool.task_files.api import TaskFileViewSet
 
 
 class Router(DefaultRouter):

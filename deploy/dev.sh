@@ -276,12 +276,15 @@ start_engine() {
   log "podman's API service did not answer; see /var/log/tandem-podman.log"; exit 1
 }
 
-# The desktop image is rebuilt only when its recipe (the Dockerfile and deploy/desktop/) changed:
-# a label holds the recipe's hash.
+# The desktop image is rebuilt only when what it is made of changed: its recipe (the Dockerfile
+# and deploy/desktop/) and the vm_pool package it copies (the agent, the input and capture code
+# a container desktop runs). A label holds their hash.
 build_desktop_image() {
   configure_engine
   local recipe=deploy/desktop.Dockerfile want have
-  want=$(cat "$recipe" deploy/desktop/* | sha256sum | cut -c1-16)
+  want=$( { cat "$recipe" deploy/desktop/*
+            find vm_pool -type f ! -path '*/__pycache__/*' | LC_ALL=C sort | xargs cat; } |
+          sha256sum | cut -c1-16)
   have=$(as_root podman image inspect --format '{{ index .Labels "tandem.recipe" }}' "$DESKTOP_IMAGE" 2>/dev/null || true)
   [ "$have" = "$want" ] && return
   if ! as_root podman image exists "$BASE_IMAGE"; then

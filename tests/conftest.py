@@ -71,15 +71,16 @@ def desktop_settings(settings, desktop_root):
 def loop_settings(db, settings, tmp_path):
     """For running the live loop's jobs in this process on real desktops: files of its own, a
     host name of its own, channel groups in memory; its desktops and screen watches end after."""
-    from vm_pool import pool, screen_watch
+    from vm_pool import pool
     from vm_pool.models import Desktop, DesktopStatus
+    from vm_pool.screen import watch
 
     settings.MEDIA_ROOT = tmp_path
     settings.TANDEM_HOST = f"loop-{uuid.uuid4().hex[:8]}"
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     yield settings
-    for key in screen_watch.watcher.watching():
-        screen_watch.watcher.stop(key)
+    for key in watch.watcher.watching():
+        watch.watcher.stop(key)
     for desktop in Desktop.objects.exclude(status=DesktopStatus.STOPPED):
         pool.stop_desktop(desktop.pk)
 
@@ -159,7 +160,7 @@ def open_episode(make_user, project, settings, tmp_path):
     from tests.pngs import solid_png
     from vm_pool import pool
     from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
-    from vm_pool.screenshots import store_screenshot
+    from vm_pool.screen.screenshots import store_screenshot
 
     settings.MEDIA_ROOT = tmp_path
     ann = make_user("ann", project, Role.ANNOTATOR)

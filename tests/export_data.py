@@ -26,7 +26,7 @@ from annotation.models import (
 )
 from backend.accounts.models import User
 from tests.pngs import solid_png
-from vm_pool.screenshots import store_screenshot
+from vm_pool.screen.screenshots import store_screenshot
 
 PATTERN = (Decision.ACCEPTED, Decision.CORRECTED, Decision.ERROR_KEPT, Decision.CORRECTED)
 MODEL_CLICK = {"type": "click", "point": [640, 400]}

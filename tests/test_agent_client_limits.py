@@ -33,7 +33,7 @@ from vm_pool.agent_client import (
 )
 from vm_pool.agent_files import MAX_READ_BYTES
 from vm_pool.providers.base import DesktopError
-from vm_pool.x11_capture import Frame, PngEncoder
+from vm_pool.screen.capture import Frame, PngEncoder
 
 KEY = "0123456789abcdef0123456789abcdef"
 SCREEN = ScreenSize(320, 200)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from vm_pool import pool, sandbox
+from vm_pool import pool
 from vm_pool.actions import ScreenSize
 from vm_pool.models import DesktopStatus, DesktopTemplate
 from vm_pool.providers import desktop_image
@@ -26,7 +26,8 @@ from vm_pool.providers.aws import user_data
 from vm_pool.providers.base import DesktopSpec
 from vm_pool.providers.docker import INSIDE_AGENT, container_spec
 from vm_pool.providers.local import BUILTIN_HOME_TEMPLATE, desktop_dir
-from vm_pool.sandbox_limits import SandboxLimits
+from vm_pool.sandbox import bubblewrap as sandbox
+from vm_pool.sandbox.limits import SandboxLimits
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 SPEC = DesktopSpec(

@@ -21,7 +21,7 @@ from model_serving.proposers.baseline import MAX_STEPS, BaselineProposer, Instru
 from tests import desktops
 from tests.desktops import XDesktop
 from vm_pool.actions import Action, ActionType, Point, ScreenSize
-from vm_pool.x11 import X11Controller
+from vm_pool.x11.controller import X11Controller
 
 x_desktop = desktops.x_desktop
 desktop_factory = desktops.desktop_factory

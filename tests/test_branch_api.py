@@ -29,7 +29,7 @@ from backend.accounts.roles import Role
 from model_serving.models import ModelVersion
 from tests.pngs import solid_png
 from vm_pool.models import DesktopTemplate
-from vm_pool.screenshots import store_screenshot
+from vm_pool.screen.screenshots import store_screenshot
 
 pytestmark = pytest.mark.django_db
 

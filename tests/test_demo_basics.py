@@ -31,8 +31,8 @@ from vm_pool.actions import Action
 from vm_pool.evaluation.evaluator import check, evaluate
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 from vm_pool.providers.base import DesktopControl
-from vm_pool.setup_base import until_drawn
-from vm_pool.setup_runner import parse_setup, run_setup
+from vm_pool.setup.base import until_drawn
+from vm_pool.setup.runner import parse_setup, run_setup
 
 TASKS = {task["id"]: task for task in DEMO_TASKS}
 # Every name a window carries that a person, a model or an evaluator may read.

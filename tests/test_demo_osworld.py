@@ -19,8 +19,8 @@ from annotation.models import Project
 from vm_pool.evaluation.evaluator import check
 from vm_pool.evaluation.metrics import METRICS
 from vm_pool.models import DesktopTemplate
-from vm_pool.setup_runner import parse_setup
-from vm_pool.task_file_urls import missing_urls, task_file_urls
+from vm_pool.setup.runner import parse_setup
+from vm_pool.task_files.urls import missing_urls, task_file_urls
 
 pytestmark = pytest.mark.django_db
 

@@ -25,14 +25,14 @@ from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from backend.accounts.roles import Role
-from vm_pool.downloads import (
+from vm_pool.models import TaskFile
+from vm_pool.task_files.downloads import (
     DownloadRefused,
     fetch_task_file,
     size_limit_text,
     store_task_file,
     task_file_path,
 )
-from vm_pool.models import TaskFile
 
 pytestmark = pytest.mark.django_db
 

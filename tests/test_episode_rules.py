@@ -36,7 +36,7 @@ from tests.pngs import solid_png
 from vm_pool.actions import Action, ActionType, Point, ScreenSize
 from vm_pool.models import Desktop, DesktopStatus
 from vm_pool.providers.base import Observation
-from vm_pool.screenshots import store_screenshot
+from vm_pool.screen.screenshots import store_screenshot
 
 CLICK = MODEL_CLICK
 SCREEN = ScreenSize(1280, 800)

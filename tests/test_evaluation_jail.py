@@ -33,10 +33,10 @@ from tests.hostile_files import ESCAPES, Hostile, hostile, same, zip_of
 from tests.services import BIN, child_env, running
 from tests.test_chaos_episodes import ready, stepping
 from vm_pool import pool
-from vm_pool.downloads import store_task_file
 from vm_pool.evaluation import jail, scoring
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, TaskFile, host_queue
-from vm_pool.setup_runner import run_setup
+from vm_pool.setup.runner import run_setup
+from vm_pool.task_files.downloads import store_task_file
 
 LIMITS = jail.JailLimits(
     uid=settings.TANDEM_EVALUATION_UID,

@@ -18,7 +18,7 @@ from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 from vm_pool.providers.base import DesktopControl
 from vm_pool.providers.local import desktop_dir
 from vm_pool.providers.registry import get_provider
-from vm_pool.setup_runner import SetupFailed, run_setup
+from vm_pool.setup.runner import SetupFailed, run_setup
 
 PROBE = (
     "id > ~/id.txt; tr '\\0' '\\n' < /proc/1/environ > ~/environ.txt; "

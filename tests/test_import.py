@@ -19,7 +19,7 @@ from annotation.projects import rows as task_rows
 from annotation.projects.importer import CONTENT_FIELDS, MAX_DEPTH
 from backend.accounts.models import User
 from tests.conftest import PASSWORD
-from vm_pool.setup_runner import RUNNERS
+from vm_pool.setup.runner import RUNNERS
 
 pytestmark = pytest.mark.django_db
 

@@ -42,7 +42,7 @@ from model_serving.vllm import serve_command
 from tests.fake_model_server import Reply, serving
 from tests.pngs import solid_png
 from tests.services import free_port
-from vm_pool.screenshots import store_screenshot
+from vm_pool.screen.screenshots import store_screenshot
 
 JUDGE_MODEL = "qwen2.5-vl-72b-judge"
 VERDICT = '{"score": 0.9, "reason": "The file was saved under the asked name."}'

@@ -19,7 +19,7 @@ from annotation.models import (
 )
 from backend.accounts.roles import Role
 from tests.pngs import solid_png
-from vm_pool.screenshots import store_screenshot
+from vm_pool.screen.screenshots import store_screenshot
 
 pytestmark = pytest.mark.django_db
 

@@ -23,7 +23,7 @@ from model_serving.serving import ServingFailed, serve_version
 from model_serving.versions import choose_version, gets_version_b
 from tests.fake_model_server import Reply, serving
 from tests.pngs import solid_png
-from vm_pool.screenshots import store_screenshot
+from vm_pool.screen.screenshots import store_screenshot
 
 pytestmark = pytest.mark.django_db
 

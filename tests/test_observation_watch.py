@@ -22,9 +22,10 @@ from annotation.episodes.leases import end_episode
 from annotation.models import Decision, Episode, EpisodeOutcome, Project, Proposal, Step, Task
 from backend.accounts.roles import Role
 from tests.live import worker
-from vm_pool import pool, screen_watch
+from vm_pool import pool
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
-from vm_pool.x11_capture import Frame
+from vm_pool.screen import watch as screen_watch
+from vm_pool.screen.capture import Frame
 
 SLOW_DIALOG = Path(__file__).resolve().parent / "slow_dialog.py"
 STEPS = 50

@@ -114,7 +114,7 @@ def test_the_published_os_task_sets_up_with_sudo_and_its_evaluator_reads_the_des
     command as the desktop's user, so a folder in HOME is made; the published evaluator then
     reads the desktop with a command and scores 0 before the rename and 1 after."""
     from vm_pool.evaluation.evaluator import evaluate
-    from vm_pool.setup_runner import run_setup
+    from vm_pool.setup.runner import run_setup
 
     task = json.loads((osworld.TASKS / "e0df059f-28a6-4169-924f-b9623e7184cc.json").read_text())
     template = DesktopTemplate.objects.create(
@@ -147,7 +147,7 @@ def test_the_published_chrome_task_restarts_the_browser_and_reads_its_settings(l
     ``chromium``: the choice is read as the browser last wrote it."""
     from vm_pool.evaluation.evaluator import evaluate
     from vm_pool.evaluation.getters import Reading, open_tabs_info
-    from vm_pool.setup_runner import run_setup
+    from vm_pool.setup.runner import run_setup
 
     published = osworld.TASKS / "bb5e4c0d-f964-439c-97b6-bdb9747de3f4.json"
     task = json.loads(published.read_text())

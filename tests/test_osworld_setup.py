@@ -22,7 +22,7 @@ from vm_pool.evaluation.getters import (
     vm_wallpaper,
 )
 from vm_pool.providers.base import DesktopControl
-from vm_pool.setup_runner import SetupFailed, run_setup
+from vm_pool.setup.runner import SetupFailed, run_setup
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

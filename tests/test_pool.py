@@ -15,7 +15,7 @@ from vm_pool import pool
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 from vm_pool.providers.local import desktop_dir
 from vm_pool.providers.registry import get_provider
-from vm_pool.setup_runner import SetupFailed, run_setup
+from vm_pool.setup.runner import SetupFailed, run_setup
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

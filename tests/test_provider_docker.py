@@ -14,12 +14,12 @@ import docker
 import pytest
 from docker.models.containers import _create_container_args
 
-from vm_pool import sandbox
 from vm_pool.actions import ScreenSize
 from vm_pool.providers.base import DesktopError, DesktopProvider, DesktopSpec, Endpoint
 from vm_pool.providers.docker import DockerProvider, container_spec, group_of, passwd_of
 from vm_pool.providers.local import LocalControl
 from vm_pool.providers.registry import get_provider
+from vm_pool.sandbox import bubblewrap
 
 API_VERSION = "1.44"
 UID = 200_042
@@ -34,7 +34,7 @@ SPEC = DesktopSpec(
 
 def create_request(spec: DesktopSpec, root: Path) -> tuple[str, dict]:
     """The container name and the JSON body the SDK would send to create this desktop."""
-    files = sandbox.DesktopFiles(root / f"desktop-{spec.desktop_id}")
+    files = bubblewrap.DesktopFiles(root / f"desktop-{spec.desktop_id}")
     args = _create_container_args({**container_spec(spec, files, UID), "version": API_VERSION})
     name = args.pop("name")
     return name, docker.APIClient(version=API_VERSION).create_container_config(**args)

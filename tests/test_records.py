@@ -19,7 +19,7 @@ from annotation.models import (
 )
 from backend.accounts.roles import Role
 from tests.pngs import solid_png
-from vm_pool.screenshots import NotAPng, store_screenshot
+from vm_pool.screen.screenshots import NotAPng, store_screenshot
 
 CLICK = {"type": "click", "point": [640, 400]}
 

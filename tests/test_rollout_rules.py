@@ -21,8 +21,8 @@ from annotation.rollouts.rules import (
 )
 from tests.pngs import solid_png
 from vm_pool.actions import InvalidAction
-from vm_pool.screen_compare import same_screen, screen_difference
-from vm_pool.x11_capture import Frame, PngEncoder
+from vm_pool.screen.capture import Frame, PngEncoder
+from vm_pool.screen.compare import same_screen, screen_difference
 
 CLICK_OK = {"type": "click", "point": [100, 200]}
 CLICK_CANCEL = {"type": "click", "point": [300, 200]}

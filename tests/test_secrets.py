@@ -19,7 +19,7 @@ from model_serving.models import ModelVersion
 from model_serving.registry import get_proposer
 from tests.fake_model_server import Reply, serving
 from tests.pngs import solid_png
-from vm_pool.screenshots import store_screenshot
+from vm_pool.screen.screenshots import store_screenshot
 
 SECRET = "sk-live-0123456789abcdef"
 ENDPOINT = {"proposer": "openai", "base_url": "http://gpu-host:8001/v1", "model": "ui-tars"}

@@ -6,7 +6,7 @@ from django.core.files.storage import default_storage
 
 from tests.pngs import solid_png
 from tests.services import BIN, free_port, port_open, running
-from vm_pool.screenshots import screenshot_path, store_screenshot
+from vm_pool.screen.screenshots import screenshot_path, store_screenshot
 
 pytestmark = pytest.mark.services
 

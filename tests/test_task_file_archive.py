@@ -21,10 +21,11 @@ from annotation.models import Task
 from backend import body_limits
 from backend.accounts.models import User
 from backend.accounts.roles import Role
-from vm_pool import jobs, task_file_archives
-from vm_pool.downloads import fetch_task_file, store_task_file
+from vm_pool import jobs
 from vm_pool.models import TaskFile, TaskFileArchive
-from vm_pool.task_file_urls import EMPTY_CHROME_HISTORY_URL, missing_urls, task_file_urls
+from vm_pool.task_files import archives as task_file_archives
+from vm_pool.task_files.downloads import fetch_task_file, store_task_file
+from vm_pool.task_files.urls import EMPTY_CHROME_HISTORY_URL, missing_urls, task_file_urls
 
 pytestmark = pytest.mark.django_db
 

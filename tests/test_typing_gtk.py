@@ -13,7 +13,7 @@ from Xlib.error import XError
 from tests import desktops
 from tests.desktops import XDesktop
 from vm_pool.actions import Action, ActionType
-from vm_pool.x11 import X11Controller
+from vm_pool.x11.controller import X11Controller
 
 x_desktop = desktops.x_desktop
 desktop_factory = desktops.desktop_factory

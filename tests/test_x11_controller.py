@@ -28,10 +28,10 @@ from vm_pool.actions import (
     InvalidAction,
     Point,
 )
-from vm_pool.settle import wait_until_settled
-from vm_pool.x11 import X11Controller
-from vm_pool.x11_capture import Frame
-from vm_pool.x11_input import InputTimeout, XTestInput, keysym_for_key
+from vm_pool.screen.capture import Frame
+from vm_pool.screen.settle import wait_until_settled
+from vm_pool.x11.controller import X11Controller
+from vm_pool.x11.xtest import InputTimeout, XTestInput, keysym_for_key
 
 x_desktop = desktops.x_desktop
 desktop_factory = desktops.desktop_factory

@@ -19,7 +19,7 @@ invalid, wherever it comes from (a model's text, an annotator's JSON, code):
   key; one more is spare.
 - ``MAX_APP_NAME_CHARS`` = 200 characters of an app name: names are a few words.
 - A drag is bounded by the screen, where both of its points must be, and runs in a fixed
-  number of motion steps (``vm_pool.x11_input.DRAG_STEPS``), whatever its length.
+  number of motion steps (``vm_pool.x11.xtest.DRAG_STEPS``), whatever its length.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Run as ``python3 -s -P -m vm_pool.agent --config -`` with its config as JSON on 
 so that no secret is ever in a file, on a command line or in an environment; ``-P`` and ``-s``
 keep the working directory (HOME) and HOME's site-packages off the import path, so nothing a
 desktop program writes can stand in for a module (``vm_pool`` is on a read-only PYTHONPATH).
-The local provider starts it inside the desktop's sandbox (``vm_pool.sandbox``) as the
+The local provider starts it inside the desktop's sandbox (``vm_pool.sandbox.bubblewrap``) as the
 desktop's own user; a container or cloud machine runs it as its main process. It starts Xvfb,
 the window manager, a view-only x11vnc and the template's autostart programs as its own
 children, so that the whole desktop ends with it. It then serves a small HTTP API, on a unix
@@ -208,7 +208,7 @@ class Desktop:
     def control(self) -> Any:
         # Imported here: the X input and capture modules need a running X server.
         if self._control is None:
-            from vm_pool.x11 import X11Controller
+            from vm_pool.x11.controller import X11Controller
 
             self._control = X11Controller(f":{self.config.display}")
         return self._control

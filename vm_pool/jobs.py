@@ -13,8 +13,9 @@ from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
 
-from vm_pool import pool, task_file_archive_jobs
+from vm_pool import pool
 from vm_pool.models import DesktopHost, host_queue
+from vm_pool.task_files import archive_jobs
 
 
 @shared_task(name="vm_pool.jobs.start_desktop", acks_late=True)
@@ -31,8 +32,8 @@ def reset_desktop(desktop_id: int) -> str:
     name="vm_pool.jobs.store_task_file_archive", acks_late=True, reject_on_worker_lost=True
 )
 def store_task_file_archive(archive_id: int) -> None:
-    """Check and store an uploaded archive of task files (``vm_pool.task_file_archives``)."""
-    task_file_archive_jobs.run_archive_job(archive_id)
+    """Check and store an uploaded archive of task files (``vm_pool.task_files.archives``)."""
+    archive_jobs.run_archive_job(archive_id)
 
 
 @shared_task(name="vm_pool.jobs.maintain_host")

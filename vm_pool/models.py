@@ -228,7 +228,7 @@ class TaskFile(models.Model):
 
 class TaskFileArchive(models.Model):
     """A large archive of task files, checked and stored by a background job
-    (``vm_pool.task_file_archives``): its progress, then what became of each file, or every
+    (``vm_pool.task_files.archives``): its progress, then what became of each file, or every
     reason the archive was refused (nothing stored)."""
 
     class Status(models.TextChoices):

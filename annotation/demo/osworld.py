@@ -23,8 +23,8 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
-from vm_pool.downloads import store_task_file
 from vm_pool.models import TaskFile
+from vm_pool.task_files.downloads import store_task_file
 
 TASKS = Path(__file__).resolve().parent / "osworld_tasks"
 HF = "https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main"

@@ -64,11 +64,12 @@ from annotation.projects import queue, versions
 from backend.accounts.models import User
 from backend.celery import send_after_commit
 from backend.errors import DomainError
-from vm_pool import pool, screen_watch
+from vm_pool import pool
 from vm_pool.actions import ACTION_TIMEOUT_S, Action, ActionType, InvalidAction, ScreenSize
 from vm_pool.models import Desktop, host_queue
-from vm_pool.screenshots import store_screenshot
-from vm_pool.setup_runner import SetupFailed, run_setup
+from vm_pool.screen import watch
+from vm_pool.screen.screenshots import store_screenshot
+from vm_pool.setup.runner import SetupFailed, run_setup
 
 logger = logging.getLogger(__name__)
 
@@ -299,7 +300,7 @@ def _final_step(
 def execute_step(step_id: int) -> None:
     """On the desktop's host: run a decided step's final action, observe, open the next step."""
     # The step is decided: what its action changes on the screen is no re-observation.
-    screen_watch.watcher.stop(step_id)
+    watch.watcher.stop(step_id)
     step = Step.objects.select_related("episode__task", "episode__desktop").get(pk=step_id)
     episode = step.episode
     if episode.ended_at is not None or episode.steps.filter(index=step.index + 1).exists():

@@ -1,5 +1,5 @@
 """The observation of an episode's open step: stored once the screen settles after the last
-action, then watched until the step is decided (``vm_pool.screen_watch``). When the screen
+action, then watched until the step is decided (``vm_pool.screen.watch``). When the screen
 changes meanwhile, the newer screen replaces the stored observation, the proposals made for the
 older one are superseded, the browser is told and the model is asked again: a decision answers
 the screen the annotator saw. A desktop that went to someone else is never observed for the
@@ -29,12 +29,12 @@ from annotation.episodes.ownership import owns_desktop
 from annotation.job_names import PROPOSE_STEP, QUEUES
 from annotation.models import Episode, Proposal, Step
 from backend.celery import send_after_commit
-from vm_pool import screen_watch
 from vm_pool.actions import meant_to_change_screen
 from vm_pool.providers.base import Observation
-from vm_pool.screen_compare import same_screen
-from vm_pool.screenshots import screenshot_png, store_screenshot
-from vm_pool.x11_capture import frame_of_png
+from vm_pool.screen import watch as screen_watch
+from vm_pool.screen.capture import frame_of_png
+from vm_pool.screen.compare import same_screen
+from vm_pool.screen.screenshots import screenshot_png, store_screenshot
 
 MAX_REOBSERVED = 3
 
@@ -77,7 +77,7 @@ def _flag_no_effect(episode: Episode, index: int, png_after: bytes) -> None:
 
 
 def _watch(step_id: int, control: Any, observation: Observation) -> None:
-    """Watch the desktop until the step is decided (``vm_pool.screen_watch``)."""
+    """Watch the desktop until the step is decided (``vm_pool.screen.watch``)."""
 
     def on_change(png: bytes, waited_ms: float) -> bool:
         try:

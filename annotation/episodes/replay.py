@@ -6,7 +6,7 @@
 ``replay``: the screen after the setup must be the rollout's first observation; each step before
 τ runs the rollout's final action, waits for the screen to settle and stay quiet (as the rollout
 did, ``observations.settled_quietly``) and must show the rollout's recorded observation of the
-next step. The measure is the share of pixels that differ (``vm_pool.screen_compare``),
+next step. The measure is the share of pixels that differ (``vm_pool.screen.compare``),
 recorded for every step on the episode (``Episode.replay``) and shown to the annotator. Above
 ``TANDEM_BRANCH_REPLAY_TOLERANCE`` the replay has diverged: the episode ends (``env_failed``)
 saying at which step and by how much, and the task is marked as one that cannot run, so that
@@ -50,8 +50,8 @@ from annotation.models import (
 from vm_pool import pool
 from vm_pool.actions import Action, InvalidAction
 from vm_pool.providers.base import Observation
-from vm_pool.screen_compare import screen_difference
-from vm_pool.screenshots import screenshot_png, store_screenshot
+from vm_pool.screen.compare import screen_difference
+from vm_pool.screen.screenshots import screenshot_png, store_screenshot
 
 logger = logging.getLogger(__name__)
 

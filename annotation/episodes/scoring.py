@@ -49,9 +49,9 @@ from annotation.models import Episode, EpisodeOutcome, EvaluationStatus
 from backend.celery import send_after_commit
 from backend.heartbeats import Heartbeat
 from vm_pool import pool
-from vm_pool.downloads import DownloadRefused, fetch_task_file
 from vm_pool.evaluation.evaluator import EvaluationFailed, NotScored, evaluate
 from vm_pool.models import host_queue
+from vm_pool.task_files.downloads import DownloadRefused, fetch_task_file
 
 logger = logging.getLogger(__name__)
 

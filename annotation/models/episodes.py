@@ -138,7 +138,7 @@ class Step(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     decision_ms = models.PositiveIntegerField(null=True, blank=True)
     # How long the screen took to settle for the stored observation, and how many times a
-    # newer screen replaced it before the decision (``vm_pool.screen_watch``).
+    # newer screen replaced it before the decision (``vm_pool.screen.watch``).
     settle_ms = models.PositiveIntegerField(null=True, blank=True)
     reobserved = models.PositiveSmallIntegerField(default=0)
     # Its action ran and the screen after it was the one it was decided on, though the action

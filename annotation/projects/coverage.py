@@ -1,7 +1,7 @@
 """How much of an OSWorld task set Tandem runs and scores, and what stands in the way.
 
 For each task file: are all its setup steps (``config`` and the evaluator's ``postconfig``) of a
-type the desktops run (``vm_pool.setup_runner.RUNNERS``); are all its evaluator getters
+type the desktops run (``vm_pool.setup.runner.RUNNERS``); are all its evaluator getters
 (``result`` and ``expected``) ones Tandem reads (``vm_pool.evaluation.getters.GETTERS``); are
 all its metric functions ones Tandem scores with (``vm_pool.evaluation.metrics.METRICS``, plus
 ``infeasible``, which needs none); and does it need a third-party account
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from annotation.projects.support import NOT_RUNNABLE_GETTERS, cannot_run_reason
-from vm_pool.task_file_urls import evaluator_getters, task_steps
+from vm_pool.task_files.urls import evaluator_getters, task_steps
 
 PUBLISHED_INDEX = "test_all.json"
 INFEASIBLE = "infeasible"  # OSWorld's metric for tasks that cannot be done: nothing to score
@@ -49,7 +49,7 @@ def installed_registries() -> Registries:
     from vm_pool.evaluation.getters import GETTERS
     from vm_pool.evaluation.metrics import METRICS
     from vm_pool.evaluation.metrics.table import TABLE_RULE_TYPES
-    from vm_pool.setup_runner import NOT_RUNNABLE, RUNNERS
+    from vm_pool.setup.runner import NOT_RUNNABLE, RUNNERS
 
     return Registries(
         set(RUNNERS), set(GETTERS), set(METRICS), dict(NOT_RUNNABLE), TABLE_RULE_TYPES

@@ -19,7 +19,7 @@ A row is also refused, naming its field, for what PostgreSQL's ``jsonb`` cannot 
 character, a lone surrogate such as ``"\\ud800"``, a number that is not finite: ``NaN``,
 ``Infinity``, ``1e400``), for nesting deeper than ``MAX_DEPTH``, and for a setup step (in the
 setup or the evaluator's ``postconfig``) of a type nobody knows: neither one the desktops run
-(``vm_pool.setup_runner.RUNNERS``) nor one they cannot run on principle (``NOT_RUNNABLE``).
+(``vm_pool.setup.runner.RUNNERS``) nor one they cannot run on principle (``NOT_RUNNABLE``).
 A task that uses one of the latter, or an evaluator getter that needs a third-party account, is
 imported with the reason in ``cannot_run`` and is never claimed (``annotation.projects.support``);
 the report lists those tasks. It also lists, before anyone works them, the tasks that start
@@ -56,7 +56,7 @@ from backend.accounts.models import User
 from vm_pool.evaluation.evaluator import EvaluationFailed
 from vm_pool.evaluation.evaluator import check as check_evaluator
 from vm_pool.models import DesktopTemplate
-from vm_pool.setup_runner import NOT_RUNNABLE, RUNNERS
+from vm_pool.setup.runner import NOT_RUNNABLE, RUNNERS
 
 MAX_STEPS_LIMIT = 500
 # The fields that make up a task's content; a re-import is "unchanged" when they are equal.

@@ -1,13 +1,13 @@
 """What stands between a task and a desktop here, derived from the task's content.
 
 - **Cannot run.** A setup or postconfig step of a type no desktop here runs on principle
-  (``vm_pool.setup_runner.NOT_RUNNABLE``: a Google Drive account, a login, OSWorld's paid
+  (``vm_pool.setup.runner.NOT_RUNNABLE``: a Google Drive account, a login, OSWorld's paid
   proxies), or an evaluator getter that reads such a service (``NOT_RUNNABLE_GETTERS``), makes
   the task one that cannot run. It is imported and kept, with the reason in
   ``Task.cannot_run``, shown to managers and never claimed nor assigned. The reason is derived:
   the importer sets it from the content at every import, so it follows the registries.
 - **Files missing.** The URLs a task takes from the task-file cache
-  (``vm_pool.task_file_urls``) that the cache does not hold yet; a manager uploads them (one
+  (``vm_pool.task_files.urls``) that the cache does not hold yet; a manager uploads them (one
   file or an archive) on a platform with no way out. Shown, not enforced: a platform with
   internet fetches them at setup.
 - **Not on this desktop.** The programs a task's setup and postconfig start (the first word of
@@ -26,8 +26,8 @@ from typing import Any
 
 from annotation.models import Task
 from vm_pool.models import DesktopTemplate
-from vm_pool.setup_runner import NOT_RUNNABLE
-from vm_pool.task_file_urls import evaluator_getters, missing_urls, task_file_urls, task_steps
+from vm_pool.setup.runner import NOT_RUNNABLE
+from vm_pool.task_files.urls import evaluator_getters, missing_urls, task_file_urls, task_steps
 
 # OSWorld's getters that read a third-party service no desktop here has an account for.
 NOT_RUNNABLE_GETTERS: dict[str, str] = {
@@ -35,7 +35,7 @@ NOT_RUNNABLE_GETTERS: dict[str, str] = {
 }
 REASON_MAX_CHARS = 300
 COMMAND_STEPS = ("launch", "execute", "command", "execute_with_verification")
-DESKTOP_PATH = "/usr/local/bin:/usr/bin:/bin"  # a local desktop's PATH (vm_pool.sandbox)
+DESKTOP_PATH = "/usr/local/bin:/usr/bin:/bin"  # a local desktop's PATH (vm_pool.sandbox.bubblewrap)
 SHELL_WORDS = frozenset({"bash", "sh", "sleep", "cd", "echo", "true", "export"})
 
 

@@ -47,9 +47,9 @@ from model_serving.versions import proposer_settings
 from vm_pool import pool
 from vm_pool.actions import Action, InvalidAction
 from vm_pool.providers.base import Observation
-from vm_pool.screen_compare import same_screen
-from vm_pool.screenshots import store_screenshot
-from vm_pool.setup_runner import SetupFailed, run_setup
+from vm_pool.screen.compare import same_screen
+from vm_pool.screen.screenshots import store_screenshot
+from vm_pool.setup.runner import SetupFailed, run_setup
 
 logger = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from model_serving import endpoint_keys, judge
 from model_serving.uitars import action_text
 from vm_pool.actions import Action, ScreenSize
 from vm_pool.models import Screenshot
-from vm_pool.screenshots import screenshot_png
+from vm_pool.screen.screenshots import screenshot_png
 
 DEFAULT_MIN_TASK_SUCCESS = 1.0
 DEFAULT_JUDGE_THRESHOLD = 0.5

@@ -26,7 +26,7 @@ from typing import Any
 
 from tests.desktops import XDesktop, busy_wallpaper
 from vm_pool.actions import Action, ActionType, Point, ScreenSize
-from vm_pool.x11 import X11Controller
+from vm_pool.x11.controller import X11Controller
 
 DISPLAYS = (598, 599)  # apart from the pool benchmark's
 CLICKS = 500

@@ -45,8 +45,9 @@ def run() -> dict[str, float | int]:
     from annotation.models import Decision, Episode, Membership, Project, Step, Task
     from backend.accounts.models import User
     from backend.accounts.roles import Role
-    from vm_pool import pool, screen_watch
+    from vm_pool import pool
     from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
+    from vm_pool.screen import watch as screen_watch
 
     host = f"bench-watch-{uuid.uuid4().hex[:6]}"
     with tempfile.TemporaryDirectory(prefix="tandem-bench-watch-") as tmp:

@@ -16,7 +16,7 @@ from model_serving.proposers.base import HistoryStep, ProposalRequest
 from model_serving.proposers.openai import OpenAIProposer
 from tests.desktops import busy_wallpaper
 from vm_pool.actions import Action, ActionType, Point, ScreenSize
-from vm_pool.x11_capture import Frame, PngEncoder
+from vm_pool.screen.capture import Frame, PngEncoder
 
 SCREEN = ScreenSize(1920, 1080)
 SCREENSHOTS = 5

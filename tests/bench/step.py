@@ -287,7 +287,7 @@ def _split(display: str) -> tuple[float, float]:
     from django.conf import settings
 
     from vm_pool.actions import Action
-    from vm_pool.x11 import X11Controller
+    from vm_pool.x11.controller import X11Controller
 
     settle_ms, encode_ms = [], []
     with X11Controller(display) as control:

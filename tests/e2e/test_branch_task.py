@@ -61,8 +61,8 @@ from tests.e2e.workspace import (
 )
 from tests.fake_model_server import Reply
 from vm_pool.models import Desktop, DesktopStatus
-from vm_pool.screen_compare import screen_difference
-from vm_pool.screenshots import screenshot_png
+from vm_pool.screen.compare import screen_difference
+from vm_pool.screen.screenshots import screenshot_png
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

@@ -47,7 +47,7 @@ from tests.e2e.browser import accessibility_problems, chromium, sign_in
 from tests.pngs import solid_png
 from tests.services import BIN, child_env, free_port, port_open, running
 from vm_pool.models import DesktopTemplate
-from vm_pool.screenshots import store_screenshot
+from vm_pool.screen.screenshots import store_screenshot
 
 # Channels of this suite's own Redis database; jobs go nowhere (an in-memory broker).
 REDIS = "redis://127.0.0.1:6379/1"

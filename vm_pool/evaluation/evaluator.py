@@ -33,8 +33,8 @@ from vm_pool.evaluation import jail
 from vm_pool.evaluation.getters import GETTERS, Gathered, GetterError, Reading, failed
 from vm_pool.evaluation.metrics import METRICS
 from vm_pool.providers.base import DesktopControl, DesktopError
-from vm_pool.setup_base import SetupFailed, SetupRun
-from vm_pool.setup_runner import run_steps
+from vm_pool.setup.base import SetupFailed, SetupRun
+from vm_pool.setup.runner import run_steps
 
 INFEASIBLE = "infeasible"
 FILE_GETTERS = ("vm_file", "cloud_file", "cache_file")

@@ -77,7 +77,7 @@ class Observation:
     waited_ms: float = 0.0
     extra: dict[str, float] = field(default_factory=dict)
     # The raw frame the PNG was made from, where it was grabbed in this process: watching the
-    # screen afterwards compares with it (``vm_pool.screen_watch``).
+    # screen afterwards compares with it (``vm_pool.screen.watch``).
     frame: Any = None
 
 

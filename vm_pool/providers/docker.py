@@ -1,8 +1,8 @@
 """The ``docker`` provider: each desktop is a container of the desktop image, on this host's
 container engine (Docker, or podman's Docker-compatible API service).
 
-A container desktop keeps the rules of a sandboxed local desktop (``vm_pool.sandbox``), with
-the engine in bubblewrap's place:
+A container desktop keeps the rules of a sandboxed local desktop (``vm_pool.sandbox.bubblewrap``),
+with the engine in bubblewrap's place:
 
 - it runs as the desktop's own host uid (``TANDEM_SANDBOX_UID_BASE`` + its display), seen inside
   as ``user`` with HOME ``/home/user``; its root file system is the image, read-only; it writes
@@ -39,10 +39,10 @@ from django.conf import settings
 from docker.errors import DockerException, ImageNotFound, NotFound
 from docker.types import Mount, Ulimit
 
-from vm_pool import sandbox
 from vm_pool.agent_client import AgentClient
 from vm_pool.providers.base import DesktopError, DesktopProvider, DesktopSpec, Endpoint, Health
 from vm_pool.providers.local import BUILTIN_HOME_TEMPLATE, LocalControl, desktop_files
+from vm_pool.sandbox import bubblewrap as sandbox
 
 LABEL_DESKTOP = "tandem.desktop"
 LABEL_HOST = "tandem.host"

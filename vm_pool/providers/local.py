@@ -1,4 +1,5 @@
-"""The ``local`` provider: each desktop is a sandbox on this host (see ``vm_pool.sandbox``).
+"""The ``local`` provider: each desktop is a sandbox on this host (see
+``vm_pool.sandbox.bubblewrap``).
 
 The sandbox's first process is the in-desktop agent (``vm_pool.agent``), running as the
 desktop's own user; it starts Xvfb, openbox, a view-only x11vnc on a unix socket and the
@@ -24,7 +25,6 @@ from django.conf import settings
 from mss.exception import ScreenShotError
 from Xlib.error import ConnectionClosedError, DisplayError, XError
 
-from vm_pool import sandbox, sandbox_limits, sandbox_network
 from vm_pool.actions import Action, ActionType
 from vm_pool.agent_client import AgentClient
 from vm_pool.providers.base import (
@@ -37,10 +37,13 @@ from vm_pool.providers.base import (
     Launched,
     Observation,
 )
+from vm_pool.sandbox import bubblewrap as sandbox
+from vm_pool.sandbox import limits as sandbox_limits
+from vm_pool.sandbox import network
 
 if TYPE_CHECKING:
-    from vm_pool.x11 import X11Controller
-    from vm_pool.x11_capture import Frame
+    from vm_pool.screen.capture import Frame
+    from vm_pool.x11.controller import X11Controller
 
 logger = logging.getLogger(__name__)
 
@@ -194,7 +197,7 @@ class LocalControl:
                 "(its desktop was reset or stopped)"
             )
         if self._x11 is None:
-            from vm_pool.x11 import X11Controller
+            from vm_pool.x11.controller import X11Controller
 
             try:
                 self._x11 = X11Controller(
@@ -266,10 +269,8 @@ class LocalProvider(DesktopProvider):
         (files.root / "agent.pid").write_text(str(process.pid))
         if info_read is not None:
             try:
-                first = sandbox_network.read_first_pid(info_read)
-                sandbox_network.connect_internet(
-                    first, procs, settings.TANDEM_SANDBOX_INTERNET_ALLOW, log
-                )
+                first = network.read_first_pid(info_read)
+                network.connect_internet(first, procs, settings.TANDEM_SANDBOX_INTERNET_ALLOW, log)
             except DesktopError:
                 self.stop(spec)
                 raise

@@ -10,7 +10,7 @@ caller's ``on_change`` stores it, tells the browser and asks the model again).
 The rule. One thread per process watches every registered desktop: every ``POLL_S`` it grabs a
 frame of each and compares it with the frame of the stored observation. A difference counts
 when its bounding box is at least ``MIN_EXTENT_PX`` wide and high (a blinking text caret, one
-or two pixels wide, does not). The screen is then let settle (``vm_pool.settle``). A settled
+or two pixels wide, does not). The screen is then let settle (``vm_pool.screen.settle``). A settled
 screen the watch has already seen for this step (the observation's own, or one it settled on
 before) is a toggle, not a change: a blinking border, a spinner or a cursor cycles through a few
 pictures, and going back to one of them shows the person nothing new; the watch takes it as its
@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from vm_pool.providers.base import DesktopError
-from vm_pool.settle import wait_until_settled
-from vm_pool.x11_capture import Frame, PngEncoder
+from vm_pool.screen.capture import Frame, PngEncoder
+from vm_pool.screen.settle import wait_until_settled
 
 logger = logging.getLogger(__name__)
 

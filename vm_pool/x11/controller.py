@@ -1,15 +1,15 @@
 """The desktop controller of the ``local`` provider: actions and observations on an X display.
 
 ``X11Controller`` connects to the display once and does everything in-process: actions go
-through XTEST (``vm_pool.x11_input``), frames come through MIT-SHM and are encoded as PNG
-(``vm_pool.x11_capture``), and an observation waits for the screen to settle
-(``vm_pool.settle``). When ``execute`` returns, the X server has processed every event of the
+through XTEST (``vm_pool.x11.xtest``), frames come through MIT-SHM and are encoded as PNG
+(``vm_pool.screen.capture``), and an observation waits for the screen to settle
+(``vm_pool.screen.settle``). When ``execute`` returns, the X server has processed every event of the
 action; what the programs do with them is what settle detection waits for.
 
 Per action type: ``click``, ``left_double`` and ``right_single`` move the pointer and press and
 release at once; ``drag`` holds the left button over a few motion steps; ``scroll`` turns the
 wheel ``amount`` clicks at the point; ``type`` types the text, each newline pressing Return
-and a trailing one submitting once the program has taken in the text (``vm_pool.x11_input``);
+and a trailing one submitting once the program has taken in the text (``vm_pool.x11.xtest``);
 ``hotkey`` holds the keys in order and releases them in reverse. ``wait`` pauses for
 ``wait_s`` (one second by default): the model asks for it when something is loading that may
 not show on the screen, so settle detection alone would not wait. ``finished`` and
@@ -30,15 +30,15 @@ from Xlib.display import Display
 
 from vm_pool.actions import ACTION_TIMEOUT_S, Action, ActionType, Platform
 from vm_pool.providers.base import Observation
-from vm_pool.settle import (
+from vm_pool.screen.capture import Frame, PngEncoder, ScreenGrabber
+from vm_pool.screen.settle import (
     DEFAULT_MAX_MS,
     DEFAULT_MIN_MS,
     DEFAULT_WINDOW_MS,
     SettleResult,
     wait_until_settled,
 )
-from vm_pool.x11_capture import Frame, PngEncoder, ScreenGrabber
-from vm_pool.x11_input import RIGHT_BUTTON, XTestInput
+from vm_pool.x11.xtest import RIGHT_BUTTON, XTestInput
 
 WAIT_S = 1.0
 
@@ -121,7 +121,7 @@ class X11Controller:
         min_ms: float = DEFAULT_MIN_MS,
         max_ms: float = DEFAULT_MAX_MS,
     ) -> SettleResult[Frame]:
-        """Wait until the screen stops changing (see ``vm_pool.settle`` for the rule)."""
+        """Wait until the screen stops changing (see ``vm_pool.screen.settle`` for the rule)."""
         return wait_until_settled(
             self._grabber.grab, window_ms=window_ms, min_ms=min_ms, max_ms=max_ms
         )

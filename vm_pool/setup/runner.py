@@ -16,12 +16,12 @@ A task's ``setup`` (and its evaluator's ``postconfig``) is a list of
   ``window_name`` (``strict``: the whole title, case-sensitive; ``by_class``: its class), through
   the window manager (EWMH); like OSWorld, a window that is not there is logged, not fatal
 - ``chrome_open_tabs`` / ``chrome_close_tabs`` / ``update_browse_history`` — the running
-  browser's tabs and history, over its debugging port (``vm_pool.setup_browser``)
+  browser's tabs and history, over its debugging port (``vm_pool.setup.browser``)
 - ``change_wallpaper`` — the desktop's background image (``path``)
 - ``file`` — put a file in place (``path`` and ``content`` or ``content_b64``)
-- ``download`` — put files in place from ``url``s (``files``: [{url, path, sha256?}]), through
-  the task-file cache (by URL, or by content where ``sha256`` is given, which is then checked),
-  fetched by the platform under the rules of ``vm_pool.downloads`` (http and https only, never
+- ``download`` — put files in place from ``url``s (``files``: [{url, path, sha256?}]), through the
+  task-file cache (by URL, or by content where ``sha256`` is given, which is then checked), fetched
+  by the platform under the rules of ``vm_pool.task_files.downloads`` (http and https only, never
   loopback, private, link-local or metadata addresses, limited in size and time) when the cache
   lacks them
 - ``sleep`` — wait (``seconds``)
@@ -47,10 +47,11 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 from typing import Any
 
-from vm_pool import setup_browser, setup_desktop
 from vm_pool.actions import ScreenSize
 from vm_pool.providers.base import DesktopControl, DesktopError
-from vm_pool.setup_base import (
+from vm_pool.setup import browser as setup_browser
+from vm_pool.setup import windows
+from vm_pool.setup.base import (
     COMMAND_TIMEOUT,
     MAX_SLEEP,
     UNTIL_PAUSE_S,
@@ -142,7 +143,7 @@ def _execute_with_verification(run: SetupRun, step: SetupStep) -> None:
 
 
 def _verified(run: SetupRun, verification: dict[str, Any]) -> bool:
-    if "window_exists" in verification and not setup_desktop.window_exists(
+    if "window_exists" in verification and not windows.window_exists(
         run.control, str(verification["window_exists"])
     ):
         return False
@@ -201,9 +202,9 @@ RUNNERS: dict[str, Callable[[SetupRun, SetupStep], None]] = {
     "file": _file,
     "download": _download,
     "sleep": _sleep,
-    "activate_window": setup_desktop.activate_window,
-    "close_window": setup_desktop.close_window,
-    "change_wallpaper": setup_desktop.change_wallpaper,
+    "activate_window": windows.activate_window,
+    "close_window": windows.close_window,
+    "change_wallpaper": windows.change_wallpaper,
     "chrome_open_tabs": setup_browser.open_tabs,
     "chrome_close_tabs": setup_browser.close_tabs,
     "update_browse_history": setup_browser.update_browse_history,

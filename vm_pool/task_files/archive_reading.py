@@ -37,7 +37,7 @@ from typing import IO
 
 from django.conf import settings
 
-from vm_pool.task_file_archive_members import (
+from vm_pool.task_files.archive_members import (
     INDEX_NAME,
     UNREADABLE,
     ArchiveRefused,

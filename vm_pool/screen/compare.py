@@ -27,7 +27,7 @@ def screen_difference(png_a: bytes, png_b: bytes) -> float:
     Screens of different sizes differ entirely (1.0). Pixels are compared exactly in RGB (alpha
     is dropped); whether a difference matters is the caller's tolerance, usually
     ``SAME_SCREEN_TOLERANCE`` (see ``same_screen``). Equal bytes answer 0.0 without decoding.
-    Screenshots as the capture encoder writes them (``vm_pool.x11_capture.PngEncoder``: 8-bit
+    Screenshots as the capture encoder writes them (``vm_pool.screen.capture.PngEncoder``: 8-bit
     RGB rows without filters) are read directly, inflated by ISA-L, about 2 ms for 1920x1080
     where Pillow takes 8 ms; any other PNG is read by Pillow. A damaged PNG raises ``OSError``,
     bytes that are not a PNG its subclass ``PIL.UnidentifiedImageError``.

@@ -1,8 +1,8 @@
 """What every setup step shares: the step, the run it belongs to, its failure, and the tools
 every step may use (a download through the task-file cache, a checked desktop path).
 
-``vm_pool.setup_runner`` runs a task's steps; the steps that act on windows and the browser
-live in ``vm_pool.setup_desktop`` and ``vm_pool.setup_browser``.
+``vm_pool.setup.runner`` runs a task's steps; the steps that act on windows and the browser
+live in ``vm_pool.setup.windows`` and ``vm_pool.setup.browser``.
 """
 
 import logging
@@ -13,8 +13,8 @@ from typing import Any
 
 from backend.errors import DomainError
 from vm_pool.actions import ScreenSize
-from vm_pool.downloads import DownloadRefused, fetch_task_file
 from vm_pool.providers.base import DesktopControl
+from vm_pool.task_files.downloads import DownloadRefused, fetch_task_file
 
 logger = logging.getLogger(__name__)
 
@@ -108,8 +108,8 @@ def seconds(step: SetupStep, key: str, default: float, limit: float) -> float:
 
 
 def until_drawn(control: DesktopControl) -> None:
-    from vm_pool.screen_watch import meaningful_change
-    from vm_pool.x11_capture import frame_of_png
+    from vm_pool.screen.capture import frame_of_png
+    from vm_pool.screen.watch import meaningful_change
 
     deadline = time.monotonic() + DRAW_TIMEOUT_S
     last = frame_of_png(control.observe(settle=True).png)

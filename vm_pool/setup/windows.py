@@ -11,7 +11,7 @@ file manager's desktop (``pcmanfm --desktop``), which draws it under every windo
 """
 
 from vm_pool.providers.base import DesktopControl
-from vm_pool.setup_base import SetupFailed, SetupRun, SetupStep, home_path
+from vm_pool.setup.base import SetupFailed, SetupRun, SetupStep, home_path
 
 WALLPAPER_CONFIG = "~/.config/pcmanfm/default/desktop-items-0.conf"
 

@@ -37,9 +37,9 @@ from urllib.parse import unquote
 from django.conf import settings
 
 from backend.accounts.models import User
-from vm_pool import downloads
 from vm_pool.models import TaskFile
-from vm_pool.task_file_archive_members import (
+from vm_pool.task_files import downloads
+from vm_pool.task_files.archive_members import (
     INDEX_NAME,
     UNREADABLE,
     ArchiveRefused,
@@ -49,7 +49,7 @@ from vm_pool.task_file_archive_members import (
     inside,
     passed_over,
 )
-from vm_pool.task_file_archive_reading import (
+from vm_pool.task_files.archive_reading import (
     HELD_IN_MEMORY,
     Budget,
     Contents,

@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 from vm_pool.providers.base import DesktopError
-from vm_pool.sandbox_limits import in_cgroups
+from vm_pool.sandbox.limits import in_cgroups
 
 SLIRP_DNS = "10.0.2.3"
 # Every IPv4 range that is not the public internet (RFC 6890 and its successors).

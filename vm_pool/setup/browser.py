@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 from vm_pool.devtools import PORT
 from vm_pool.providers.base import DesktopControl
-from vm_pool.setup_base import (
+from vm_pool.setup.base import (
     SetupFailed,
     SetupRun,
     SetupStep,

@@ -6,7 +6,7 @@
   replacing what was kept for that URL; setups then use it and never fetch the URL. This is how
   a platform with no way out to the internet gets OSWorld's files.
 - ``POST /api/task-files/archive/`` multipart ``{file}``: a .zip or .tar(.gz) of many files, each
-  named by its URL (``vm_pool.task_file_archives``); stored whole or not at all. The request may
+  named by its URL (``vm_pool.task_files.archives``); stored whole or not at all. The request may
   be up to ``TANDEM_TASK_ARCHIVE_MAX_BYTES`` (1 GB by default), each file in it up to the
   single upload's limit. Up to ``TANDEM_TASK_ARCHIVE_BACKGROUND_BYTES`` (8 MB) it is answered
   201 with the counts ``stored``, ``replaced``, ``unchanged`` and each file's result, or 400 with
@@ -35,8 +35,9 @@ from rest_framework.response import Response
 
 from backend.accounts.permissions import TokenScopePermission
 from backend.accounts.roles import Capability, role_allows
-from vm_pool import downloads, task_file_archive_jobs, task_file_archives
 from vm_pool.models import TaskFile, TaskFileArchive
+from vm_pool.task_files import archive_jobs, downloads
+from vm_pool.task_files import archives as task_file_archives
 
 # Room for the multipart envelope and the url field around the file itself.
 MULTIPART_OVERHEAD_BYTES = 64 * 1024
@@ -146,7 +147,7 @@ class TaskFileViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.
         too_large = f"An archive of task files may be at most {limit:,} bytes."
         _, upload = _uploaded(request, TaskFileArchiveUploadSerializer, limit, too_large)
         if upload.size > settings.TANDEM_TASK_ARCHIVE_BACKGROUND_BYTES:
-            job = task_file_archive_jobs.queue_archive(upload, request.user)
+            job = archive_jobs.queue_archive(upload, request.user)
             body = TaskFileArchiveSerializer(job, context={"request": request}).data
             headers = {"Location": body["url"]}
             return Response(body, status=status.HTTP_202_ACCEPTED, headers=headers)

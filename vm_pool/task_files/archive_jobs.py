@@ -22,7 +22,7 @@ from django.utils import timezone
 from backend.accounts.models import User
 from backend.celery import send_after_commit
 from vm_pool.models import TaskFileArchive
-from vm_pool.task_file_archives import ArchiveRefused, store_archive
+from vm_pool.task_files.archives import ArchiveRefused, store_archive
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from vm_pool.downloads import url_key
 from vm_pool.models import TaskFile
-from vm_pool.setup_browser import EMPTY_CHROME_HISTORY_URL
+from vm_pool.setup.browser import EMPTY_CHROME_HISTORY_URL
+from vm_pool.task_files.downloads import url_key
 
 FILE_GETTERS = ("cloud_file",)
 

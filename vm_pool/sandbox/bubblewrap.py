@@ -20,8 +20,8 @@ model's and the annotator's actions — runs inside one bubblewrap sandbox:
   ``TANDEM_SANDBOX_MEMORY_MB`` of memory for all its processes together (a memory cgroup);
   a fork bomb or a memory hog stays inside.
 
-A template may allow its desktops the internet: ``vm_pool.sandbox_network`` gives such a
-desktop a firewalled way out. The limits are set in ``vm_pool.sandbox_limits``.
+A template may allow its desktops the internet: ``vm_pool.sandbox.network`` gives such a
+desktop a firewalled way out. The limits are set in ``vm_pool.sandbox.limits``.
 
 The platform reaches the desktop through three unix sockets in directories only the desktop's
 user (and root) can open, bound into the sandbox: the X server's socket (linked as
@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vm_pool.providers.base import DesktopError, DesktopSpec, Endpoint
-from vm_pool.sandbox_limits import SandboxLimits, in_cgroups
-from vm_pool.sandbox_network import SLIRP_DNS
+from vm_pool.sandbox.limits import SandboxLimits, in_cgroups
+from vm_pool.sandbox.network import SLIRP_DNS
 
 INSIDE_UID = 1000
 INSIDE_USER = "user"
