@@ -59,7 +59,7 @@ LAZY = {
         "vm_pool.providers.local",
         "vm_pool.x11.controller",
     ): "weight: python-xlib, local desktops only",
-    ("vm_pool.setup.base", "vm_pool.screen.watch"): "weight: the watch's capture",
+    ("vm_pool.setup.base", "vm_pool.screen.compare"): "weight: numpy and the PNG decoder",
     ("vm_pool.setup.base", "vm_pool.screen.capture"): "weight: the capture's encoder",
     ("vm_pool.websockify_tokens", "vm_pool.streaming"): "needs Django's app registry: after setup",
 }

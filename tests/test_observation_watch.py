@@ -26,6 +26,7 @@ from vm_pool import pool
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 from vm_pool.screen import watch as screen_watch
 from vm_pool.screen.capture import Frame
+from vm_pool.screen.compare import meaningful_change
 
 SLOW_DIALOG = Path(__file__).resolve().parent / "slow_dialog.py"
 STEPS = 50
@@ -130,12 +131,12 @@ def test_a_caret_blink_is_not_a_change_but_a_window_is():
     for row in range(5, 20):
         for column in range(5, 25):
             window[(row * 40 + column) * 4 + 1] = 200
-    assert not screen_watch.meaningful_change(blank, Frame(40, 30, bytes(caret)))
-    assert screen_watch.meaningful_change(blank, Frame(40, 30, bytes(window)))
-    assert not screen_watch.meaningful_change(blank, blank)
+    assert not meaningful_change(blank, Frame(40, 30, bytes(caret)))
+    assert meaningful_change(blank, Frame(40, 30, bytes(window)))
+    assert not meaningful_change(blank, blank)
     padding = bytearray(blank.pixels)
     padding[3::4] = b"\xff" * (40 * 30)  # a decoded PNG's padding bytes differ from the server's
-    assert not screen_watch.meaningful_change(blank, Frame(40, 30, bytes(padding)))
+    assert not meaningful_change(blank, Frame(40, 30, bytes(padding)))
 
 
 BLINKER = Path(__file__).resolve().parent / "blinker.py"

@@ -48,7 +48,7 @@ from tests.test_observation_watch import SLOW_DIALOG
 from vm_pool import pool
 from vm_pool.models import Desktop, DesktopStatus
 from vm_pool.screen.capture import frame_of_png
-from vm_pool.screen.watch import meaningful_change
+from vm_pool.screen.compare import meaningful_change
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

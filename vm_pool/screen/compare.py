@@ -1,9 +1,15 @@
-"""Whether two screenshots show the same screen: the share of pixels that differ, and the
-tolerance under which two observations are one screen.
+"""Whether two screens differ, with the tolerances named once.
 
-One comparison for every part that asks (a rollout's stop rules and its screen identities, a
-branch task's replay, the live loop's "no visible effect" flag, waiting for a screen to stay
-quiet). It reads PNG bytes only: plain data, no desktop.
+- ``same_screen`` / ``screen_difference``, on stored screenshots (PNG bytes): the share of
+  pixels that differ, within ``SAME_SCREEN_TOLERANCE`` one screen. A rollout's stop rules and
+  screen identities, a branch task's replay, the "no visible effect" flag and waiting for a
+  screen to stay quiet ask this.
+- ``meaningful_change``, on captured frames: a change whose bounding box is at least
+  ``MIN_EXTENT_PX`` wide and high, so that a blinking text caret is no change. The screen watch
+  before a decision and a setup waiting for a window to be drawn ask this.
+
+Settling (``vm_pool.screen.settle``) asks neither: it waits for identical frames in a row.
+Plain data, no desktop.
 """
 
 import io
@@ -13,10 +19,15 @@ import numpy as np
 from isal import isal_zlib
 from PIL import Image
 
+from vm_pool.screen.capture import Frame
+
 # The share of pixels two observations may differ by and still be the same screen. A blinking
 # caret changes about 0.002 % of a 1280x800 screen, a panel clock's minute about 0.02 %, the
 # pointer moved elsewhere about 0.03 %; a tooltip, a hover highlight or a menu is 0.2 % and more.
 SAME_SCREEN_TOLERANCE = 0.001
+# The smallest width and height of a changed area that is a change of a captured frame: a text
+# caret (one or two pixels wide) blinks below it, a window, menu or dialog is far above it.
+MIN_EXTENT_PX = 4
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -82,3 +93,22 @@ def _unfiltered_rgb_pixels(png: bytes) -> np.ndarray | None:
     if pixels[:, 0].any():
         return None
     return pixels[:, 1:].reshape(height, width, 3)
+
+
+def meaningful_change(before: Frame, after: Frame, min_extent: int = MIN_EXTENT_PX) -> bool:
+    """Do two frames differ by more than a caret's blink?"""
+    if before.size != after.size:
+        return True
+    if before.pixels == after.pixels:  # the common case: a memcmp
+        return False
+    shape = (after.height, after.width, 4)
+    a = np.frombuffer(before.pixels, np.uint8).reshape(shape)
+    b = np.frombuffer(after.pixels, np.uint8).reshape(shape)
+    changed = np.any(a[:, :, :3] != b[:, :, :3], axis=2)  # the fourth byte is padding
+    if not changed.any():
+        return False
+    rows = np.flatnonzero(changed.any(axis=1))
+    columns = np.flatnonzero(changed.any(axis=0))
+    height = int(rows[-1] - rows[0] + 1)
+    width = int(columns[-1] - columns[0] + 1)
+    return width >= min_extent and height >= min_extent

@@ -7,13 +7,13 @@ step's observation must be that screen: while a step waits for its decision, its
 watched, and when the screen changes the newer observation replaces the stored one (the
 caller's ``on_change`` stores it, tells the browser and asks the model again).
 
-The rule. One thread per process watches every registered desktop: every ``POLL_S`` it grabs a
-frame of each and compares it with the frame of the stored observation. A difference counts
-when its bounding box is at least ``MIN_EXTENT_PX`` wide and high (a blinking text caret, one
-or two pixels wide, does not). The screen is then let settle (``vm_pool.screen.settle``). A settled
-screen the watch has already seen for this step (the observation's own, or one it settled on
-before) is a toggle, not a change: a blinking border, a spinner or a cursor cycles through a few
-pictures, and going back to one of them shows the person nothing new; the watch takes it as its
+The rule. One thread per process watches every registered desktop: every ``POLL_S`` it grabs a frame
+of each and compares it with the frame of the stored observation. A difference counts when its
+bounding box is at least ``compare.MIN_EXTENT_PX`` wide and high (a blinking text caret, one or two
+pixels wide, does not). The screen is then let settle (``vm_pool.screen.settle``). A settled screen
+the watch has already seen for this step (the observation's own, or one it settled on before) is a
+toggle, not a change: a blinking border, a spinner or a cursor cycles through a few pictures, and
+going back to one of them shows the person nothing new; the watch takes it as its
 baseline and goes on. A screen it has not seen is handed to ``on_change``, which answers whether
 to go on watching (the step may have been decided meanwhile: then the change is the decided
 action's, not the step's; or its observation was replaced as often as it may be). A watch
@@ -33,10 +33,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from vm_pool.providers.base import DesktopError
 from vm_pool.screen.capture import Frame, PngEncoder
+from vm_pool.screen.compare import meaningful_change
 from vm_pool.screen.settle import wait_until_settled
 
 logger = logging.getLogger(__name__)
@@ -44,7 +43,6 @@ logger = logging.getLogger(__name__)
 POLL_S = 0.1
 OPEN_CHECK_S = 5.0
 MAX_WATCH_S = 30 * 60.0
-MIN_EXTENT_PX = 4
 SETTLE_WINDOW_MS = 150.0
 SETTLE_MAX_MS = 3000.0
 BUSY_GRAB_WAIT_S = 0.2
@@ -58,25 +56,6 @@ def picture(frame: Frame) -> bytes:
 
 class _Busy(Exception):
     """A job took the desktop while the watch let the screen settle."""
-
-
-def meaningful_change(before: Frame, after: Frame, min_extent: int = MIN_EXTENT_PX) -> bool:
-    """Do two frames differ by more than a caret's blink?"""
-    if before.size != after.size:
-        return True
-    if before.pixels == after.pixels:  # the common case: a memcmp
-        return False
-    shape = (after.height, after.width, 4)
-    a = np.frombuffer(before.pixels, np.uint8).reshape(shape)
-    b = np.frombuffer(after.pixels, np.uint8).reshape(shape)
-    changed = np.any(a[:, :, :3] != b[:, :, :3], axis=2)  # the fourth byte is padding
-    if not changed.any():
-        return False
-    rows = np.flatnonzero(changed.any(axis=1))
-    columns = np.flatnonzero(changed.any(axis=0))
-    height = int(rows[-1] - rows[0] + 1)
-    width = int(columns[-1] - columns[0] + 1)
-    return width >= min_extent and height >= min_extent
 
 
 @dataclass
