@@ -26,6 +26,7 @@ from django.db import connection, transaction
 
 from annotation.episodes.events import tell
 from annotation.episodes.ownership import owns_desktop
+from annotation.episodes.steps import open_step
 from annotation.job_names import PROPOSE_STEP, QUEUES
 from annotation.models import Episode, Proposal, Step
 from backend.celery import send_after_commit
@@ -47,12 +48,7 @@ def store(
         episode = Episode.objects.select_for_update().get(pk=episode_id)
         if episode.ended_at is not None or episode.steps.filter(index=index).exists():
             return None
-        step = Step.objects.create(
-            episode=episode,
-            index=index,
-            observation=screenshot,
-            settle_ms=round(observation.waited_ms),
-        )
+        step = open_step(episode, index, screenshot, observation.waited_ms)
         if control is not None and hasattr(control, "grab_frame"):
             transaction.on_commit(lambda: _watch(step.pk, control, observation))
         _observed(step)

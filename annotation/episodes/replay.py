@@ -40,6 +40,7 @@ from annotation.episodes.events import tell
 from annotation.episodes.leases import end_episode
 from annotation.episodes.ownership import DESKTOP_LOST, owns_desktop
 from annotation.episodes.proposals import copy_proposals, offer_recorded_proposals
+from annotation.episodes.steps import decide_auto, open_step
 from annotation.models import (
     Decision,
     Episode,
@@ -136,22 +137,10 @@ def _hand_over(
         _told(episode, record)
         now = timezone.now()
         for original, seen in zip(recorded[:-1], screens[:-1], strict=True):
-            step = Step.objects.create(
-                episode=episode,
-                index=original.index,
-                observation=store_screenshot(seen.png),
-                settle_ms=round(seen.waited_ms),
-            )
+            step = open_step(episode, original.index, store_screenshot(seen.png), seen.waited_ms)
             copies = copy_proposals(original, step)
             chosen = next((c for c in copies if c.rank == _chosen_rank(original)), None)
-            # Decided in one statement: a decided step is frozen.
-            Step.objects.filter(pk=step.pk).update(
-                decision=Decision.AUTO,
-                chosen_proposal=chosen,
-                final_thought=original.final_thought,
-                final_action=original.final_action,
-                decided_at=now,
-            )
+            decide_auto(step, chosen, original.final_thought, original.final_action, now)
         opened = observations.store(episode.pk, recorded[-1].index, screens[-1], control)
         if opened is not None:
             offer_recorded_proposals(recorded[-1], opened)

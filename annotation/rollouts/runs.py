@@ -21,10 +21,10 @@ from annotation.episodes import observations, proposals
 from annotation.episodes.leases import end_episode
 from annotation.episodes.ownership import DESKTOP_LOST, owns_desktop
 from annotation.episodes.requests import proposal_request
+from annotation.episodes.steps import decide_auto, open_step
 from annotation.job_names import DISPATCH_ROLLOUTS, QUEUES, VALIDATE_ROLLOUT
 from annotation.models import (
     BatchStatus,
-    Decision,
     Episode,
     EpisodeOutcome,
     Rollout,
@@ -115,11 +115,8 @@ class Run:
                 return self.end(EpisodeOutcome.STOPPED, why, "the batch was cancelled")
             if why:
                 return self.end(EpisodeOutcome.ENV_FAILED, why, DESKTOP_LOST)
-            step = Step.objects.create(
-                episode=episode,
-                index=index,
-                observation=store_screenshot(observation.png),
-                settle_ms=round(observation.waited_ms),
+            step = open_step(
+                episode, index, store_screenshot(observation.png), observation.waited_ms
             )
             # An invalid answer is kept with the step, and the model is asked again on the same
             # screen, until a valid one or the stop rules' limit.
@@ -194,13 +191,7 @@ class Run:
                 rollout_rules.StepRecord(step.index, None, reason, self.screen[0], None)
             )
             return None
-        Step.objects.filter(pk=step.pk).update(
-            decision=Decision.AUTO,
-            chosen_proposal=chosen,
-            final_thought=chosen.thought,
-            final_action=chosen.action,
-            decided_at=timezone.now(),
-        )
+        decide_auto(step, chosen, chosen.thought, chosen.action)
         self.records.append(
             rollout_rules.StepRecord(step.index, chosen.action, "", self.screen[0], None)
         )
