@@ -157,7 +157,7 @@ def open_episode(make_user, project, settings, tmp_path):
     from annotation.models import Episode, Proposal, Step, Task
     from annotation.projects.queue import claim_next_task
     from backend.accounts.roles import Role
-    from tests.pngs import solid_png
+    from tests.support.pngs import solid_png
     from vm_pool import pool
     from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
     from vm_pool.screen.screenshots import store_screenshot
@@ -185,7 +185,7 @@ def open_episode(make_user, project, settings, tmp_path):
 @pytest.fixture(scope="session")
 def engine_url() -> Iterator[str]:
     """The container engine's API (podman's, started when needed) with the desktop image."""
-    from tests.engine import container_engine
+    from tests.support.engine import container_engine
 
     with container_engine() as url:
         yield url

@@ -37,7 +37,7 @@ def run() -> dict[str, float | int]:
     from django.conf import settings
 
     from tests.bench.desktops import _desktop_rss_mb
-    from tests.engine import container_engine
+    from tests.support.engine import container_engine
     from vm_pool import pool
     from vm_pool.actions import Action, ActionType, Point
     from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate

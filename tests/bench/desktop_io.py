@@ -3,7 +3,7 @@
 Each desktop is started by the local provider, as the pool starts them (bubblewrap, its own
 user, its X server reached through its socket), and measured through the controller the
 platform uses. The screen is busy on purpose: a wallpaper of gradients, panels and coloured text
-(``tests.desktops.busy_wallpaper``) under terminals full of coloured file listings.
+(``tests.support.desktops.busy_wallpaper``) under terminals full of coloured file listings.
 
 ``click_ms``: one ``click`` action executed and synced with the server, median.
 ``click_speedup_vs_xdotool``: ``xdotool click 1`` (the tool most agent environments shell out
@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tests.desktops import XDesktop, busy_wallpaper
+from tests.support.desktops import XDesktop, busy_wallpaper
 from vm_pool.actions import Action, ActionType, Point, ScreenSize
 from vm_pool.x11.controller import X11Controller
 

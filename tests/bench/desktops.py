@@ -32,7 +32,7 @@ GOALS = {
 
 def _desktop_rss_mb(display: int) -> float:
     """Resident memory of every process of one desktop's user."""
-    from tests.desktops import desktop_user_processes
+    from tests.support.desktops import desktop_user_processes
 
     total_kb = 0
     for proc in desktop_user_processes(display):

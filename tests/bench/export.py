@@ -1,10 +1,10 @@
 """Dataset exports: ``export_steps_per_s``, ``export_peak_rss_mb_10k``,
 ``export_peak_rss_mb_100k`` and ``export_speedup_vs_naive``.
 
-Synthetic episodes (``tests.export_data``: 20 decided steps each, cycling accepted, corrected,
-error_kept and the reflective step, 8 distinct 64x40 screenshots in local storage) are inserted
-in bulk: 10,000 steps, then 100,000 more in a second project. An *export run* is what the export job
-does for the SFT and then the DPO export of a project, in TRL format
+Synthetic episodes (``tests.support.export_data``: 20 decided steps each, cycling accepted,
+corrected, error_kept and the reflective step, 8 distinct 64x40 screenshots in local storage) are
+inserted in bulk: 10,000 steps, then 100,000 more in a second project. An *export run* is what the
+export job does for the SFT and then the DPO export of a project, in TRL format
 (``annotation.datasets.exports.build_export``: the pair builder streamed, rows rendered, screenshots
 read from storage and embedded, Parquet shards written, published to storage).
 
@@ -48,7 +48,7 @@ def _project(name: str, steps: int) -> int:
     from annotation.models import Membership, Project
     from backend.accounts.models import User
     from backend.accounts.roles import Role
-    from tests.export_data import make_episodes
+    from tests.support.export_data import make_episodes
 
     project = Project.objects.create(name=name)
     annotator, _ = User.objects.get_or_create(username="bench-annotator")

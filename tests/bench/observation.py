@@ -1,7 +1,7 @@
 """How often a stored observation is not the screen the annotator decides on.
 
 A desktop program opens or closes a dialog 300–1500 ms after each key press
-(``tests/slow_dialog.py``). The loop's jobs run in this process on a real sandboxed desktop,
+(``tests/support/slow_dialog.py``). The loop's jobs run in this process on a real sandboxed desktop,
 with the screen watch; each step is decided 2 s after its observation, and the screen then
 (the one the annotator sees) is compared with the step's stored observation.
 
@@ -23,7 +23,7 @@ STEPS = 30
 LOOK_S = 2.0
 DISPLAYS = (2440, 2449)
 KEY = {"type": "hotkey", "keys": ["space"]}
-SLOW_DIALOG = Path(__file__).resolve().parent.parent / "slow_dialog.py"
+SLOW_DIALOG = Path(__file__).resolve().parent.parent / "support" / "slow_dialog.py"
 
 GOALS = {"observation_stale_rate": "0"}
 

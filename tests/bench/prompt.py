@@ -1,7 +1,7 @@
 """Building the model request for one step: ``prompt_build_ms``.
 
 The step has five distinct 1920x1080 screenshots, the most a request carries: four earlier
-steps and the current observation. Each is a busy screen (``tests.desktops.busy_wallpaper``:
+steps and the current observation. Each is a busy screen (``tests.support.desktops.busy_wallpaper``:
 gradients, panels and coloured text, with a different seed each) encoded as Tandem stores
 observations, by the X11 controller's PNG encoder. Timed: ``OpenAIProposer.request_body``, the
 exact bytes posted to the server, messages, base64 data URIs and JSON included. Screenshots are
@@ -14,7 +14,7 @@ import time
 
 from model_serving.proposers.base import HistoryStep, ProposalRequest
 from model_serving.proposers.openai import OpenAIProposer
-from tests.desktops import busy_wallpaper
+from tests.support.desktops import busy_wallpaper
 from vm_pool.actions import Action, ActionType, Point, ScreenSize
 from vm_pool.screen.capture import Frame, PngEncoder
 

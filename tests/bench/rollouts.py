@@ -40,7 +40,7 @@ GOALS = {
 
 
 def _answer(body: dict[str, Any]) -> Any:
-    from tests.fake_model_server import Reply
+    from tests.support.fake_model_server import Reply
 
     step = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
     # Empty spots of the 1280×800 desktop, in UI-TARS-1.5's coordinates (1288×812).
@@ -68,7 +68,7 @@ def _measure(quiet_ms: int | None) -> dict[str, float]:
     from backend.accounts.models import User
     from model_serving.models import ModelVersion
     from tests.bench.step import _bench_broker, _flush_bench_redis, _start_desktops
-    from tests.fake_model_server import serving
+    from tests.support.fake_model_server import serving
     from vm_pool import pool
     from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 

@@ -90,7 +90,7 @@ def _bench_broker() -> Iterator[None]:
         app.amqp._producer_pool = None
 
     saved = app.conf.broker_url
-    from tests.services import redis_layer
+    from tests.support.services import redis_layer
 
     layers = redis_layer(BENCH_REDIS)
     point_at(BENCH_REDIS)
@@ -102,7 +102,7 @@ def _bench_broker() -> Iterator[None]:
 
 
 def _worker_command(host: str, name: str) -> list[str]:
-    from tests.services import BIN
+    from tests.support.services import BIN
     from vm_pool.models import host_queue
 
     return [str(BIN / "celery"), "-A", "backend", "worker", "-Q", host_queue(host), "-n", name,
@@ -113,7 +113,7 @@ def _worker_command(host: str, name: str) -> list[str]:
 def _worker(host: str, media_root: Path) -> Iterator[None]:
     from django.conf import settings
 
-    from tests.services import child_env, running, worker_answers
+    from tests.support.services import child_env, running, worker_answers
 
     name = f"{host}@bench"
     env = child_env(

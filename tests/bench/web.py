@@ -2,7 +2,7 @@
 
 A real uvicorn serves the bench database with the default pool (``TANDEM_DB_POOL_MAX``, 8); four
 times as many clients as the pool has connections send a manager's reads at once on loopback
-(``tests.api_load``). ``db_connections_peak`` is the most connections the server held at any
+(``tests.support.api_load``). ``db_connections_peak`` is the most connections the server held at any
 sample (every 5 ms); it must stay at or under ``db_pool_max``.
 """
 
@@ -24,8 +24,8 @@ def run() -> dict[str, float | int]:
     from backend.accounts.models import User
     from backend.accounts.roles import Role
     from backend.accounts.tokens import issue_token
-    from tests.api_load import api_load
-    from tests.services import BIN, child_env, free_port, port_open, running
+    from tests.support.api_load import api_load
+    from tests.support.services import BIN, child_env, free_port, port_open, running
 
     pool = POOL
     name = f"tandem-bench-{uuid.uuid4().hex[:8]}"

@@ -24,7 +24,6 @@ from playwright.sync_api import expect
 
 from annotation.models import Decision, Episode, EpisodeOutcome, Project, Task, TaskStatus
 from backend.accounts.roles import Role
-from tests.desktops import sandbox_xvfb
 from tests.e2e.browser import accessibility_problems
 from tests.e2e.manager_flow import check_manager_and_reviewer
 from tests.e2e.workspace import (
@@ -41,9 +40,10 @@ from tests.e2e.workspace import (
     start_task,
     wait_for_proposal,
 )
-from tests.fake_model_server import Reply
-from tests.live import TERMINAL
-from tests.services import redis_layer
+from tests.support.desktops import sandbox_xvfb
+from tests.support.fake_model_server import Reply
+from tests.support.live import TERMINAL
+from tests.support.services import redis_layer
 from vm_pool import pool
 
 # The model's answers, one per step. UI-TARS-1.5 speaks in the smart-resized screenshot's

@@ -11,8 +11,8 @@ from playwright.sync_api import expect
 from annotation.models import Task, TaskStatus
 from backend.accounts.roles import Role
 from tests.e2e.browser import accessibility_problems, chromium, sign_in
-from tests.live import asgi
-from tests.services import free_port
+from tests.support.live import asgi
+from tests.support.services import free_port
 
 # Redis databases of this suite alone, so that it can run beside the other live suites.
 BROKER, CHANNELS = "redis://127.0.0.1:6379/4", "redis://127.0.0.1:6379/5"

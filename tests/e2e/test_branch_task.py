@@ -59,7 +59,7 @@ from tests.e2e.workspace import (
     start_task,
     wait_for_proposal,
 )
-from tests.fake_model_server import Reply
+from tests.support.fake_model_server import Reply
 from vm_pool.models import Desktop, DesktopStatus
 from vm_pool.screen.compare import screen_difference
 from vm_pool.screen.screenshots import screenshot_png

@@ -42,7 +42,7 @@ from tests.e2e.workspace import (
     off_the_loop,
     start_task,
 )
-from tests.fake_model_server import Reply
+from tests.support.fake_model_server import Reply
 from vm_pool import pool
 from vm_pool.models import DesktopTemplate
 

@@ -32,8 +32,8 @@ from model_serving.models import EvaluationRun, FineTuneJob, ModelVersion
 from tests.e2e.browser import accessibility_problems, chromium, sign_in
 from tests.e2e.test_model_pages import worker as model_pages_worker
 from tests.e2e.workspace import eventually
-from tests.live import CSRF, Socket, asgi, service_env, websockify, worker
-from tests.services import BIN, free_port, running
+from tests.support.live import CSRF, Socket, asgi, service_env, websockify, worker
+from tests.support.services import BIN, free_port, running
 from vm_pool import pool
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 

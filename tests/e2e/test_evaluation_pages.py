@@ -26,8 +26,8 @@ from annotation.models import (
 )
 from backend.accounts.roles import Role
 from tests.e2e.browser import accessibility_problems, chromium, sign_in
-from tests.pngs import solid_png
-from tests.services import BIN, child_env, free_port, port_open, running
+from tests.support.pngs import solid_png
+from tests.support.services import BIN, child_env, free_port, port_open, running
 from vm_pool.screen.screenshots import store_screenshot
 
 # Redis databases of this suite alone, so that it can run beside the other live suites.

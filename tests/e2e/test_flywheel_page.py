@@ -1,7 +1,7 @@
 """The flywheel chart in headless Chromium against uvicorn serving the built app, on the rows of
-``tests.test_flywheel`` (three versions: rollouts, people's decisions, offline evaluations and
-the exports v2 was trained on; no desktop, no worker). A manager opens it from the project's
-tabs, an engineer from the model versions page with a project select, where a new project
+``tests.annotation.flywheel.test_flywheel`` (three versions: rollouts, people's decisions, offline
+evaluations and the exports v2 was trained on; no desktop, no worker). A manager opens it from the
+project's tabs, an engineer from the model versions page with a project select, where a new project
 says why its flywheel is empty; a reviewer has no such tab and an annotator is told
 whom the page is for. Screenshots go to var/e2e-screenshots/flywheel-*.png.
 """
@@ -15,10 +15,10 @@ from playwright.sync_api import Page, expect
 
 from annotation.models import Membership, Project
 from backend.accounts.roles import Role
+from tests.annotation.flywheel.test_flywheel import flywheel_world  # noqa: F401  (a fixture)
 from tests.e2e.browser import accessibility_problems, chromium, sign_in
-from tests.live import asgi
-from tests.services import free_port
-from tests.test_flywheel import flywheel_world  # noqa: F401  (a fixture)
+from tests.support.live import asgi
+from tests.support.services import free_port
 
 CHANNELS = "redis://127.0.0.1:6379/1"
 SHOTS = Path(__file__).resolve().parents[2] / "var" / "e2e-screenshots"

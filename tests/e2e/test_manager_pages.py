@@ -23,8 +23,8 @@ from backend.accounts.models import AccessToken
 from backend.accounts.roles import Role
 from tests.e2e.browser import accessibility_problems, chromium, sign_in
 from tests.e2e.manager_flow import check_manager_and_reviewer
-from tests.live import CSRF, TERMINAL, Socket, asgi, service_env, websockify, worker
-from tests.services import BIN, free_port, running, worker_answers
+from tests.support.live import CSRF, TERMINAL, Socket, asgi, service_env, websockify, worker
+from tests.support.services import BIN, free_port, running, worker_answers
 from vm_pool import pool
 from vm_pool.models import DesktopStatus, DesktopTemplate
 

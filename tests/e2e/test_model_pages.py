@@ -30,10 +30,10 @@ from model_serving.evaluation import is_held_out
 from model_serving.models import EvaluationRun, FineTuneJob, ModelVersion
 from model_serving.serving import serve_version
 from tests.e2e.browser import accessibility_problems, chromium, sign_in
-from tests.export_data import make_episodes
-from tests.fake_model_server import Reply, serving
-from tests.finetune_data import built_export
-from tests.services import BIN, child_env, free_port, port_open, running, worker_answers
+from tests.support.export_data import make_episodes
+from tests.support.fake_model_server import Reply, serving
+from tests.support.finetune_data import built_export
+from tests.support.services import BIN, child_env, free_port, port_open, running, worker_answers
 
 # Redis databases of this suite alone, so that it can run beside the other live suites.
 BROKER, CHANNELS = "redis://127.0.0.1:6379/6", "redis://127.0.0.1:6379/7"

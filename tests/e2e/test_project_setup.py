@@ -17,9 +17,9 @@ from annotation.models import Episode, Membership, Project, Step, Task, TaskStat
 from backend.accounts.roles import Role
 from tests.e2e.browser import accessibility_problems, chromium, sign_in
 from tests.e2e.workspace import BROKER, CHANNELS, MODEL, SCREEN, SHOTS, eventually, off_the_loop
-from tests.fake_model_server import Reply, serving
-from tests.live import asgi, websockify, worker
-from tests.services import free_port
+from tests.support.fake_model_server import Reply, serving
+from tests.support.live import asgi, websockify, worker
+from tests.support.services import free_port
 from vm_pool import pool
 from vm_pool.models import DesktopStatus, DesktopTemplate
 

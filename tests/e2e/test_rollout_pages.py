@@ -44,8 +44,8 @@ from annotation.rollouts.rules import StopRules
 from backend.accounts.roles import Role
 from model_serving.models import ModelVersion
 from tests.e2e.browser import accessibility_problems, chromium, sign_in
-from tests.pngs import solid_png
-from tests.services import BIN, child_env, free_port, port_open, running
+from tests.support.pngs import solid_png
+from tests.support.services import BIN, child_env, free_port, port_open, running
 from vm_pool.models import DesktopTemplate
 from vm_pool.screen.screenshots import store_screenshot
 

@@ -29,6 +29,7 @@ from playwright.sync_api import Page, expect
 from annotation import jobs
 from annotation.models import Episode, EpisodeOutcome, Project, Step, Task, TaskStatus
 from backend.accounts.roles import Role
+from tests.annotation.episodes.test_observation_watch import SLOW_DIALOG
 from tests.e2e.browser import sign_in
 from tests.e2e.workspace import (
     CHANNELS,
@@ -41,10 +42,9 @@ from tests.e2e.workspace import (
     start_task,
     wait_for_proposal,
 )
-from tests.fake_model_server import Reply
-from tests.live import TERMINAL
-from tests.services import redis_layer
-from tests.test_observation_watch import SLOW_DIALOG
+from tests.support.fake_model_server import Reply
+from tests.support.live import TERMINAL
+from tests.support.services import redis_layer
 from vm_pool import pool
 from vm_pool.models import Desktop, DesktopStatus
 from vm_pool.screen.capture import frame_of_png

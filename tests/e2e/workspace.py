@@ -22,9 +22,9 @@ from backend.accounts.models import User
 from backend.accounts.roles import Role
 from tests.conftest import PASSWORD
 from tests.e2e.browser import BrowserErrors, chromium
-from tests.fake_model_server import FakeModelServer, Reply, serving
-from tests.live import asgi, websockify, worker
-from tests.services import free_port
+from tests.support.fake_model_server import FakeModelServer, Reply, serving
+from tests.support.live import asgi, websockify, worker
+from tests.support.services import free_port
 from vm_pool import pool
 from vm_pool.models import DesktopStatus, DesktopTemplate
 

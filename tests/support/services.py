@@ -1,0 +1,95 @@
+"""Start Tandem's real processes (ASGI server, Celery worker) for a test, and stop them after."""
+
+import contextlib
+import itertools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of a child process that must use the test database, as one instance
+    with this process (the same prefix on its queues and socket groups)."""
+    env = dict(os.environ)
+    env["TANDEM_DB_NAME"] = settings.DATABASES["default"]["NAME"]
+    env["TANDEM_INSTANCE"] = settings.TANDEM_INSTANCE
+    env.update(extra)
+    return env
+
+
+_started = itertools.count(1)
+
+
+def redis_layer(url: str) -> dict:
+    """This instance's channel layer on the Redis database ``url`` (a test's own groups)."""
+    config = {**settings.CHANNEL_LAYERS["default"]["CONFIG"], "hosts": [url]}
+    return {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": config}}
+
+
+def worker_answers(broker: str, name: str, timeout: float = 0.5, instance: str = "") -> bool:
+    """Whether the worker ``name`` of this instance (or of ``instance``) answers a ping through
+    ``broker``."""
+    from celery import Celery
+
+    prefix = f"{instance}:" if instance else settings.INSTANCE_KEY_PREFIX
+    client = Celery(broker=broker, set_as_current=False)
+    client.conf.broker_transport_options = {"global_keyprefix": prefix}
+    try:
+        return bool(client.control.ping([name], timeout=timeout))
+    finally:
+        client.close()
+
+
+@contextmanager
+def running(
+    command: list[str], env: dict[str, str], ready: Callable[[], bool], timeout: float = 30
+) -> Iterator[subprocess.Popen]:
+    # One log per started process, kept after the run: a failed test's services can be read.
+    logs = ROOT / "var" / "test-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    name = f"{os.getpid()}-{next(_started):03d}-{Path(command[0]).name}.log"
+    log = open(logs / name, "w+")  # noqa: SIM115
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if process.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                raise RuntimeError(f"{command[0]} did not start:\n{log.read()[-3000:]}")
+            time.sleep(0.2)
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the test may have killed it already
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+        log.close()
+
+
+def port_open(port: int) -> Callable[[], bool]:
+    def check() -> bool:
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    return check
