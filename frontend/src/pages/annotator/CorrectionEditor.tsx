@@ -4,9 +4,9 @@
 import { useEffect, useRef } from "react";
 import { Button } from "../../ui";
 import { DESKTOP_ACTIONS, DIRECTIONS, kindOf, type Draft } from "./actions";
-import type { Size } from "./coords";
+import type { Size } from "../../episode/coords";
 import { MAX_TEXT_CHARS, MAX_THOUGHT_CHARS, stepOf, thoughtHint, type EditorState } from "./editor";
-import type { ActionType, Direction } from "./types";
+import type { ActionType, Direction } from "../../domain/actions";
 
 /** A point typed as two numbers, kept inside the screen. */
 function PointInput({

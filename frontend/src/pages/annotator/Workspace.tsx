@@ -6,17 +6,18 @@
 import { useCallback, useEffect, useRef, useState } from "react";
 import { Link, useParams } from "react-router-dom";
 import { Button, ErrorBanner, Loading } from "../../ui";
-import { handedOverNote, replaySummary } from "./branch";
+import { handedOverNote, replaySummary } from "../../episode/branch";
 import { actionOf, describe, draftOf } from "./actions";
-import type { Point } from "./coords";
+import type { Point } from "../../episode/coords";
 import { CorrectionEditor } from "./CorrectionEditor";
-import { DesktopView, type StreamState } from "./DesktopView";
+import { DesktopView, type StreamState } from "../../episode/DesktopView";
 import { clearDraft, loadDraft, saveDraft, worthKeeping } from "./drafts";
 import { openEditor, stepOf, type EditorState } from "./editor";
 import { isReflection, openStepOf, phaseOf, type Phase, type StepView } from "./episode";
 import { decisionMs, useEpisodeSocket } from "./socket";
 import { Trajectory } from "./Trajectory";
-import type { ActionType, DecideMessage, Evaluation, Proposal } from "./types";
+import type { DecideMessage, Evaluation } from "../../domain/socket";
+import type { ActionType, Proposal } from "../../domain/actions";
 import "./workspace.css";
 
 const PHASE_LABEL: Record<Phase, string> = {

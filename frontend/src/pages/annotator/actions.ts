@@ -1,5 +1,5 @@
 /** The action space as the workspace edits and shows it (the server validates every action). */
-import type { Action, ActionType, Direction } from "./types";
+import type { Action, ActionType, Direction } from "../../domain/actions";
 
 export interface ActionKind {
   type: ActionType;

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { draftOf } from "./actions";
 import { MAX_THOUGHT_CHARS, openEditor, stepOf, thoughtHint } from "./editor";
 import { MAX_DECISION_MS, decisionMs } from "./socket";
-import type { Action } from "./types";
+import type { Action } from "../../domain/actions";
 
 const modelClick: Action = { type: "click", point: [10, 20] };
 

@@ -9,7 +9,7 @@
  * the server's (annotation/socket_messages.py).
  */
 import { actionOf, type Draft } from "./actions";
-import type { Action } from "./types";
+import type { Action } from "../../domain/actions";
 
 export const MAX_THOUGHT_CHARS = 10_000;
 export const MAX_TEXT_CHARS = 10_000;

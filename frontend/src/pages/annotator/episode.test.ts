@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { EMPTY, isReflection, openStepOf, phaseOf, reduce } from "./episode";
 import { backoff, pendingAfterState } from "./socket";
-import type { EpisodeStatePayload, Proposal } from "./types";
+import type { EpisodeStatePayload } from "../../domain/socket";
+import type { Proposal } from "../../domain/actions";
 
 const proposal: Proposal = {
   rank: 0,

@@ -6,7 +6,8 @@
  * proposal streamed so far (the server does not keep partial text; the finished proposal will
  * replace it anyway).
  */
-import type { Action, Decision, EpisodeStatePayload, Evaluation, Proposal, ServerEvent, StepState } from "./types";
+import type { EpisodeStatePayload, Evaluation, ServerEvent, StepState } from "../../domain/socket";
+import type { Action, Decision, Proposal } from "../../domain/actions";
 
 export interface StepView extends StepState {
   /** Text the model has streamed so far, per candidate, until its proposal is stored. */

@@ -5,7 +5,7 @@
  */
 import { useCallback, useEffect, useReducer, useRef, useState } from "react";
 import { EMPTY, reduce, type EpisodeView } from "./episode";
-import type { DecideMessage, EpisodeStatePayload, ServerEvent } from "./types";
+import type { DecideMessage, EpisodeStatePayload, ServerEvent } from "../../domain/socket";
 
 const HEARTBEAT_MS = 30_000;
 const BACKOFF_MS = [500, 1000, 2000, 4000, 8000];

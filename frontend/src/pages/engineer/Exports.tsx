@@ -8,7 +8,7 @@ import { useState } from "react";
 import { useSearchParams } from "react-router-dom";
 import { api, type Page } from "../../api";
 import { Button, ErrorBanner, Loading, ProjectSelect, useApi, usePoll, useReadableProjects, useSubmit } from "../../ui";
-import { when } from "../manager/format";
+import { when } from "../../ui/format";
 import { filtersText } from "./exportFilters";
 
 interface ExportFile {

@@ -7,7 +7,7 @@ import { Link, useParams } from "react-router-dom";
 import { api } from "../../api";
 import { Button, ErrorBanner, Loading, useApi, useMe, usePoll, useSubmit } from "../../ui";
 import { LineChart } from "../../ui/svgCharts";
-import { when } from "../manager/format";
+import { when } from "../../ui/format";
 import { JobStatus } from "./FineTuning";
 import { LIVE_STATUSES, engineerProjects, lossChart, lossText, mayManage, type FineTuneJob, type LossPoint } from "./finetune";
 

@@ -8,7 +8,7 @@ import { useMemo, useState } from "react";
 import { Link, useNavigate } from "react-router-dom";
 import { api, type Page, type Project } from "../../api";
 import { Button, ErrorBanner, Loading, NumberField, Problem, Table, useApi, useMe, usePoll, useSubmit } from "../../ui";
-import { when } from "../manager/format";
+import { when } from "../../ui/format";
 import {
   LIVE_STATUSES,
   defaultForm,

@@ -7,8 +7,8 @@
 import { Link } from "react-router-dom";
 import { ErrorBanner, Loading, Table, useApi } from "../../ui";
 import { BarChart, LineChart } from "../../ui/svgCharts";
-import { score } from "../manager/evaluation";
-import { when } from "../manager/format";
+import { score } from "../../episode/evaluation";
+import { when } from "../../ui/format";
 import {
   datasetText,
   liveCell,

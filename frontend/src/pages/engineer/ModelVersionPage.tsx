@@ -9,7 +9,7 @@ import { useEffect, useRef, useState } from "react";
 import { Link, useParams } from "react-router-dom";
 import { api } from "../../api";
 import { Button, ErrorBanner, Loading, ProjectSelect, useApi, useMe, usePoll, useReadableProjects, useSubmit } from "../../ui";
-import { counted, percent, when } from "../manager/format";
+import { counted, percent, when } from "../../ui/format";
 import { ServingStatus } from "./ModelVersions";
 import { VersionComparison } from "./VersionComparison";
 import {

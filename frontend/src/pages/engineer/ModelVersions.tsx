@@ -7,7 +7,7 @@
 import { Link, useSearchParams } from "react-router-dom";
 import type { Page } from "../../api";
 import { ErrorBanner, Loading, ProjectSelect, Table, useApi, usePoll, useReadableProjects } from "../../ui";
-import { percent, when } from "../manager/format";
+import { percent, when } from "../../ui/format";
 import { Flywheel } from "./Flywheel";
 import { VersionComparison } from "./VersionComparison";
 import type { ModelVersion, ProjectVersions } from "./finetune";

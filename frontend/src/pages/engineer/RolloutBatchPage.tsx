@@ -8,8 +8,8 @@ import { useEffect, useRef, useState } from "react";
 import { Link, useParams } from "react-router-dom";
 import { api, type Page } from "../../api";
 import { Button, ErrorBanner, Loading, Pager, Table, useApi, useMe, usePoll, useSubmit } from "../../ui";
-import { percent, when } from "../manager/format";
-import { score } from "../manager/evaluation";
+import { percent, when } from "../../ui/format";
+import { score } from "../../episode/evaluation";
 import { BatchStatusBadge } from "./Rollouts";
 import {
   PART_LABEL,

@@ -22,7 +22,7 @@ import {
   useReadableProjects,
   useSubmit,
 } from "../../ui";
-import { when } from "../manager/format";
+import { when } from "../../ui/format";
 import type { ModelVersion } from "./finetune";
 import {
   MAX_SAMPLES,

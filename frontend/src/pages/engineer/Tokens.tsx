@@ -3,7 +3,7 @@
 import { useState } from "react";
 import { api, type Page } from "../../api";
 import { Button, ErrorBanner, Loading, Table, toggled, useApi, useSubmit } from "../../ui";
-import { when } from "../manager/format";
+import { when } from "../../ui/format";
 
 const RESOURCES = ["projects", "tasks", "episodes", "datasets", "models"];
 

@@ -4,7 +4,7 @@
  * held-out steps, with the counts behind both and which version is A or B.
  */
 import { Link } from "react-router-dom";
-import { counted, percent, when } from "../manager/format";
+import { counted, percent, when } from "../../ui/format";
 import type { ModelVersion, ProjectVersions } from "./finetune";
 
 function role(overview: ProjectVersions, name: string): string {

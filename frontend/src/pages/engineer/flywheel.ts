@@ -5,7 +5,7 @@
  * why when there is nothing to show.
  */
 import type { ChartSeries } from "../../ui/svgCharts";
-import { counted, percent } from "../manager/format";
+import { counted, percent } from "../../ui/format";
 
 export interface FlywheelRollouts {
   started: number;

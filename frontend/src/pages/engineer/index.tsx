@@ -4,8 +4,8 @@
  * other roles are told whom the pages are for. */
 import { NavLink, Navigate, Route, Routes } from "react-router-dom";
 import { ForRoles } from "../../ui";
-import { EpisodeViewer } from "../manager/EpisodeViewer";
-import type { Episode } from "../manager/types";
+import { EpisodeViewer } from "../../episode/EpisodeViewer";
+import type { Episode } from "../../domain/api";
 import { Exports } from "./Exports";
 import { FineTuneJobPage } from "./FineTuneJobPage";
 import { FineTuning } from "./FineTuning";

@@ -1,10 +1,10 @@
 /** The progress board: a column per task status with its count and latest tasks. */
 import { Link } from "react-router-dom";
 import { Button, ErrorBanner, Loading, useApi } from "../../ui";
-import { STATUS_LABEL, when } from "./format";
-import { taskSuccessCell } from "./evaluation";
+import { STATUS_LABEL, when } from "../../ui/format";
+import { taskSuccessCell } from "../../episode/evaluation";
 import { TaskSupportBadges } from "./TaskSupportBadges";
-import type { Board } from "./types";
+import type { Board } from "../../domain/api";
 
 export function ProgressBoard({ projectId }: { projectId: string }) {
   const { data, error, loading, reload } = useApi<Board>(`/api/projects/${projectId}/board/?limit=25`);

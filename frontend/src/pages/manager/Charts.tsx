@@ -3,9 +3,9 @@
 import { useState } from "react";
 import { ErrorBanner, Loading, useApi } from "../../ui";
 import { BarChart, LineChart, bucketLabels } from "../../ui/svgCharts";
-import { score } from "./evaluation";
-import { percent, versionLabel } from "./format";
-import type { Acceptance, Throughput } from "./types";
+import { score } from "../../episode/evaluation";
+import { percent, versionLabel } from "../../ui/format";
+import type { Acceptance, Throughput } from "../../domain/api";
 
 const SPANS: Record<string, { bucket: "hour" | "day"; hours: number; label: string }> = {
   "48h": { bucket: "hour", hours: 48, label: "Last 48 hours, by hour" },

@@ -3,9 +3,9 @@ import { useState } from "react";
 import { Link } from "react-router-dom";
 import type { Page } from "../../api";
 import { Button, ErrorBanner, Loading, Pager, Table, useApi } from "../../ui";
-import { TaskSuccess } from "./Evaluation";
-import { ranBy, when } from "./format";
-import type { EpisodeSummary } from "./types";
+import { TaskSuccess } from "../../episode/Evaluation";
+import { ranBy, when } from "../../ui/format";
+import type { EpisodeSummary } from "../../domain/api";
 
 export function EpisodeList({ projectId }: { projectId: string }) {
   const [running, setRunning] = useState(false);

@@ -1,6 +1,6 @@
 /** A task's "cannot run" and "files missing" badges (see taskSupport.ts). */
 import { supportBadges } from "./taskSupport";
-import type { TaskSupport } from "./types";
+import type { TaskSupport } from "../../domain/api";
 
 export function TaskSupportBadges({ task }: { task: TaskSupport }) {
   const badges = supportBadges(task);

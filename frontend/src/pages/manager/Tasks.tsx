@@ -5,9 +5,9 @@
 import { useRef, useState } from "react";
 import { api, ApiError, type Page } from "../../api";
 import { Button, ErrorBanner, Loading, Pager, toggled, useApi, useSubmit } from "../../ui";
-import { STATUS_LABEL, counted, when } from "./format";
+import { STATUS_LABEL, counted, when } from "../../ui/format";
 import { TaskSupportBadges } from "./TaskSupportBadges";
-import type { ImportReport, MembershipRow, Task } from "./types";
+import type { ImportReport, MembershipRow, Task } from "../../domain/api";
 
 /** What assigning did: the runnable tasks moved; those that cannot run here stayed, named. */
 interface AssignResult {

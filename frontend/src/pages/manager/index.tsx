@@ -4,10 +4,10 @@
 import type { ReactNode } from "react";
 import { Route, Routes } from "react-router-dom";
 import { ForRoles } from "../../ui";
-import { EpisodeViewer } from "./EpisodeViewer";
+import { EpisodeViewer } from "../../episode/EpisodeViewer";
 import { ProjectPage } from "./ProjectPage";
 import { ProjectList } from "./Projects";
-import type { Episode } from "./types";
+import type { Episode } from "../../domain/api";
 
 function ForOverseers({ title, children }: { title: string; children: ReactNode }) {
   return (

@@ -1,5 +1,5 @@
 /** The badges that say, before anyone claims a task, what stands between it and a desktop. */
-import type { TaskSupport } from "./types";
+import type { TaskSupport } from "../../domain/api";
 
 export interface SupportBadge {
   kind: "cannot-run" | "files-missing" | "programs-missing";

@@ -3,10 +3,10 @@
 import { Link, Route, Routes, useSearchParams } from "react-router-dom";
 import type { Page } from "../../api";
 import { Button, ErrorBanner, ForRoles, Loading, ProjectSelect, Table, useApi, useMe } from "../../ui";
-import { TaskSuccess } from "../manager/Evaluation";
-import { EpisodeViewer } from "../manager/EpisodeViewer";
-import { ranBy, when } from "../manager/format";
-import type { EpisodeSummary } from "../manager/types";
+import { TaskSuccess } from "../../episode/Evaluation";
+import { EpisodeViewer } from "../../episode/EpisodeViewer";
+import { ranBy, when } from "../../ui/format";
+import type { EpisodeSummary } from "../../domain/api";
 import "../manager/manager.css";
 
 function ReviewQueue() {

@@ -3,10 +3,10 @@
  * the project's managers and reviewers. Above it, where the episode is: the open step awaits
  * the annotator's decision (see ./liveStep). */
 import { useState } from "react";
-import { DesktopView, type StreamState } from "../annotator/DesktopView";
+import { DesktopView, type StreamState } from "./DesktopView";
 import { liveStatus } from "./liveStep";
-import type { Step } from "./types";
-import "../annotator/workspace.css";
+import type { Step } from "../domain/api";
+import "../pages/annotator/workspace.css";
 
 const STATE_LABEL: Record<StreamState, string> = {
   connecting: "connecting…",

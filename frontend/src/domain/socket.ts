@@ -1,47 +1,6 @@
-/** What the episode socket and the API say about an episode, as the workspace reads it. */
-
-export type ActionType =
-  | "click"
-  | "left_double"
-  | "right_single"
-  | "drag"
-  | "scroll"
-  | "type"
-  | "hotkey"
-  | "wait"
-  | "finished"
-  | "call_user"
-  | "long_press"
-  | "open_app"
-  | "press_home"
-  | "press_back";
-
-export type Direction = "up" | "down" | "left" | "right";
-
-/** An action in its JSON form (vm_pool.actions.Action.to_json); points in screen pixels. */
-export interface Action {
-  type: ActionType;
-  point?: [number, number];
-  end?: [number, number];
-  direction?: Direction;
-  amount?: number;
-  content?: string;
-  keys?: string[];
-  app?: string;
-}
-
-export interface Proposal {
-  rank: number;
-  raw_text: string;
-  thought: string;
-  action: Action | null;
-  invalid_reason: string;
-  model_name: string;
-  model_version: string;
-  latency_ms: number | null;
-}
-
-export type Decision = "accepted" | "corrected" | "error_kept";
+/** What the episode socket says about an episode (server → workspace), and what the workspace
+ * sends back. */
+import type { Action, Decision, PeopleDecision, Proposal } from "./actions";
 
 export interface StepState {
   step: number;
@@ -117,7 +76,7 @@ export interface Evaluation {
 export interface DecideMessage {
   type: "decide";
   step: number;
-  decision: Decision;
+  decision: PeopleDecision;
   proposal?: number;
   thought?: string;
   action?: Action;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { finalDecision, reflectionNote, reflectsOn } from "./reflection";
-import type { Decision } from "./types";
+import type { Decision } from "../domain/actions";
 
 const step = (index: number, decision: Decision | "", revised?: Decision) => ({
   index,

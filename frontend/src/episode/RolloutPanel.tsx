@@ -5,7 +5,7 @@
  * human part of V. Read again while the rollout runs or is being validated.
  */
 import { Link } from "react-router-dom";
-import { ErrorBanner, Loading, useApi, usePoll } from "../../ui";
+import { ErrorBanner, Loading, useApi, usePoll } from "../ui";
 import {
   CHECK_LABEL,
   PART_LABEL,
@@ -16,8 +16,8 @@ import {
   verdictText,
   type Rollout,
   type ValidationPart,
-} from "../engineer/rollouts";
-import { when } from "./format";
+} from "../pages/engineer/rollouts";
+import { when } from "../ui/format";
 
 function Part({ part }: { part: ValidationPart }) {
   const checks = part.name === "rules" ? (part.details.checks ?? []) : [];

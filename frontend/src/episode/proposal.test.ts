@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { proposalOf } from "./proposal";
-import type { Proposal } from "./types";
+import type { Proposal } from "../domain/actions";
 
 function proposal(rank: number, invalid_reason = ""): Proposal {
   return {

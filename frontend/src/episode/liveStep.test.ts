@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { liveStatus, openStepIndex, stepBadge, undecidedNote } from "./liveStep";
-import type { Proposal } from "./types";
+import type { Proposal } from "../domain/actions";
 
 const decided = { index: 1, decision: "accepted" as const };
 const undecided = { index: 2, decision: "" as const };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { handedOverNote, pixelShare, replaySummary } from "./branch";
-import { decisionLabel } from "./Trajectory";
+import { decisionLabel } from "../pages/annotator/Trajectory";
 
 describe("pixelShare", () => {
   it("writes shares as percentages and never rounds a difference to an exact match", () => {

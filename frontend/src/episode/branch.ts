@@ -1,5 +1,5 @@
 /** What a branch task's replay of a rollout says, in words (the workspace and the episode viewer). */
-import type { BranchState, Replay } from "./types";
+import type { BranchState, Replay } from "../domain/socket";
 
 /** A share of pixels as a percentage with two decimals ("0.02%"); a tiny non-zero share shows as
  * "<0.01%" so that it never reads as an exact match. */

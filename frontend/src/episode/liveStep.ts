@@ -4,8 +4,8 @@
  * or in a rollout the model's valid answer. Only in an ended episode did the episode end there,
  * undecided.
  */
-import { DECISION_LABEL } from "./format";
-import type { Episode, Step } from "./types";
+import { DECISION_LABEL } from "../ui/format";
+import type { Episode, Step } from "../domain/api";
 
 type Steps = Pick<Episode, "ended_at"> & Partial<Pick<Episode, "mode">> & { steps: Pick<Step, "index" | "decision">[] };
 

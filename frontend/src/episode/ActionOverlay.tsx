@@ -4,8 +4,8 @@
  * screen), so it sits on the desktop at any scale.
  */
 import type { Box, Size } from "./coords";
-import { describe } from "./actions";
-import type { Action } from "./types";
+import { describe } from "../pages/annotator/actions";
+import type { Action } from "../domain/actions";
 
 const ARROW: Record<string, [number, number]> = { up: [0, -1], down: [0, 1], left: [-1, 0], right: [1, 0] };
 

@@ -6,7 +6,7 @@
  * out for anyone else, and so do these.
  */
 import { metricVerdict, score, shortened, taskSuccessCell } from "./evaluation";
-import type { Episode, EpisodeSummary } from "./types";
+import type { Episode, EpisodeSummary } from "../domain/api";
 
 export function TaskSuccess({ episode }: { episode: EpisodeSummary }) {
   const cell = taskSuccessCell(episode);

@@ -1,5 +1,6 @@
 /** Which of a step's proposals the episode viewer sets against the final step. */
-import type { Proposal, Step } from "./types";
+import type { Step } from "../domain/api";
+import type { Proposal } from "../domain/actions";
 
 /** The proposal the annotator picked (accepted or kept as an error), else the best-ranked
  * valid one (what a correction replaced), else whatever the model answered. */

@@ -1,5 +1,5 @@
 /** How the pages write what a task's evaluator made of an episode (annotation.evaluations). */
-import type { EpisodeSummary, MetricDetail } from "./types";
+import type { EpisodeSummary, MetricDetail } from "../domain/api";
 
 export interface SuccessCell {
   text: string;

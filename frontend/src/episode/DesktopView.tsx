@@ -5,10 +5,10 @@
  */
 import RFB from "@novnc/novnc";
 import { useCallback, useEffect, useLayoutEffect, useRef, useState, type MouseEvent } from "react";
-import { api } from "../../api";
+import { api } from "../api";
 import { clientToScreen, fitContain, isOnScreen, type Box, type Point, type Size } from "./coords";
 import { ActionOverlay } from "./ActionOverlay";
-import type { Action } from "./types";
+import type { Action } from "../domain/actions";
 
 interface Stream {
   url: string;

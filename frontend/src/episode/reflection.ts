@@ -5,7 +5,8 @@
  * unless it is itself a kept error). A step's decision is its latest revision's, as the
  * datasets read it.
  */
-import type { Decision, Revision, Step } from "./types";
+import type { Revision, Step } from "../domain/api";
+import type { Decision } from "../domain/actions";
 
 type Decided = Pick<Step, "index" | "decision"> & { revisions: Pick<Revision, "decision">[] };
 

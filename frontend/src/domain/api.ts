@@ -1,9 +1,8 @@
 /** The shapes of the API answers the manager, reviewer and engineer pages read. */
-import type { Replay } from "../annotator/types";
+import type { Action, Decision, Proposal } from "./actions";
+import type { Replay } from "./socket";
 
 export type TaskStatus = "queued" | "assigned" | "in_progress" | "submitted" | "reviewed" | "rejected";
-/** "auto": a rollout's step, the model's proposal run as it was. */
-export type Decision = "accepted" | "corrected" | "error_kept" | "auto";
 
 /** What stands between a task and a desktop here (annotation.task_support on the server). */
 export interface TaskSupport {
@@ -91,26 +90,6 @@ export interface Acceptance extends Series {
     task_success: TaskSuccessCounts & { points: (TaskSuccessCounts & { at: string })[] };
   }[];
   task_success: TaskSuccessCounts;
-}
-
-export interface Action {
-  type: string;
-  point?: [number, number];
-  end?: [number, number];
-  [key: string]: unknown;
-}
-
-export interface Proposal {
-  rank: number;
-  raw_text: string;
-  thought: string;
-  action: Action | null;
-  action_text: string | null;
-  invalid_reason: string;
-  model_name: string;
-  model_version: string;
-  latency_ms: number | null;
-  created_at: string;
 }
 
 export interface Revision {

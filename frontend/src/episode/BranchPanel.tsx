@@ -8,10 +8,10 @@
  */
 import { useState } from "react";
 import { Link } from "react-router-dom";
-import { api } from "../../api";
-import { Button, ErrorBanner, useSubmit } from "../../ui";
-import { pixelShare, replaySummary } from "../annotator/branch";
-import type { BranchTask, Episode } from "./types";
+import { api } from "../api";
+import { Button, ErrorBanner, useSubmit } from "../ui";
+import { pixelShare, replaySummary } from "./branch";
+import type { BranchTask, Episode } from "../domain/api";
 
 /** For a rollout (an ended autonomous episode): mark a first wrong step and send it on. */
 export function SendToAnnotators({

@@ -9,18 +9,19 @@
  */
 import { useEffect, useLayoutEffect, useState } from "react";
 import { Link, useParams } from "react-router-dom";
-import { api, roleIn } from "../../api";
-import { Button, ErrorBanner, Loading, useApi, useMe, usePoll, useSubmit } from "../../ui";
+import { api, roleIn } from "../api";
+import { Button, ErrorBanner, Loading, useApi, useMe, usePoll, useSubmit } from "../ui";
 import { EvaluationPanel } from "./Evaluation";
-import { DECISION_LABEL, seconds, when } from "./format";
+import { DECISION_LABEL, seconds, when } from "../ui/format";
 import { LiveView } from "./LiveView";
 import { stepBadge, undecidedNote } from "./liveStep";
 import { proposalOf } from "./proposal";
 import { reflectionNote, reflectsOn } from "./reflection";
 import { BranchOrigin, SendToAnnotators } from "./BranchPanel";
 import { RolloutPanel } from "./RolloutPanel";
-import type { Action, Episode, Proposal, Review, Step } from "./types";
-import "./manager.css";
+import type { Episode, Review, Step } from "../domain/api";
+import type { Action, Proposal } from "../domain/actions";
+import "../pages/manager/manager.css";
 
 const PROPOSAL_COLOUR = "#b35900";
 const FINAL_COLOUR = "#1f4fb8";
@@ -122,7 +123,7 @@ function StepDetail({ step, episode }: { step: Step; episode: Episode }) {
           ) : proposal.invalid_reason ? (
             <p className="warn">Invalid: {proposal.invalid_reason}</p>
           ) : (
-            <ActionBlock label="proposal" thought={proposal.thought} text={proposal.action_text} json={proposal.action} />
+            <ActionBlock label="proposal" thought={proposal.thought} text={proposal.action_text ?? null} json={proposal.action} />
           )}
           {proposal ? (
             <p className="meta">
