@@ -58,7 +58,7 @@ def check_manager_and_reviewer(
 
     page.get_by_role("link", name="Charts").click()
     version = episode.model_version or "unknown"
-    if version.startswith("ocr-"):  # the CPU baseline, named as such (manager/format.ts)
+    if version.startswith("ocr-"):  # the CPU baseline, named as such (src/ui/format.ts)
         version = f"baseline (OCR, tesseract {version.removeprefix('ocr-')})"
     acceptance = page.get_by_test_id("acceptance-table")
     expect(acceptance.get_by_role("cell", name=version, exact=True)).to_be_visible()
