@@ -49,6 +49,7 @@ from annotation.episodes.ownership import (
     desktop_lease_seconds,
     owns_desktop,
 )
+from annotation.episodes.setup import SETUP_ERRORS, keep_setup_log, set_up
 from annotation.job_names import EXECUTE_STEP, PREPARE_EPISODE, PROPOSE_STEP, QUEUES
 from annotation.models import (
     PEOPLE_DECISIONS,
@@ -69,7 +70,6 @@ from vm_pool.actions import ACTION_TIMEOUT_S, Action, ActionType, InvalidAction,
 from vm_pool.models import Desktop, host_queue
 from vm_pool.screen import watch
 from vm_pool.screen.screenshots import store_screenshot
-from vm_pool.setup.runner import SetupFailed, run_setup
 
 logger = logging.getLogger(__name__)
 
@@ -139,21 +139,19 @@ def prepare_episode(episode_id: int) -> None:
         end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, DESKTOP_LOST)
         return
     try:
-        control = pool.control_for(episode.desktop)
-        setup_log = run_setup(control, episode.task.setup)
-        observation = control.observe(settle=True)
-    except (SetupFailed, pool.DesktopError) as error:
+        done = set_up(episode)
+    except SETUP_ERRORS as error:
         end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, f"setup failed: {error}")
         return
     if not owns_desktop(episode):  # reset while the setup ran: that screen is not ours
         end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, DESKTOP_LOST)
         return
-    if setup_log:
-        Episode.objects.filter(pk=episode.pk).update(setup_log=setup_log)
+    keep_setup_log(episode, done)
     if episode.task.branch_of_id is not None:
-        replay.replay(episode, control, observation)  # a rollout's steps, up to its wrong one
+        # a rollout's steps, up to its wrong one
+        replay.replay(episode, done.control, done.observation)
         return
-    observations.store(episode.pk, 1, observation, control)
+    observations.store(episode.pk, 1, done.observation, done.control)
 
 
 # --- deciding ------------------------------------------------------------------------------

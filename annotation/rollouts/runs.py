@@ -21,6 +21,7 @@ from annotation.episodes import observations, proposals
 from annotation.episodes.leases import end_episode
 from annotation.episodes.ownership import DESKTOP_LOST, owns_desktop
 from annotation.episodes.requests import proposal_request
+from annotation.episodes.setup import SETUP_ERRORS, keep_setup_log, set_up
 from annotation.episodes.steps import decide_auto, open_step
 from annotation.job_names import DISPATCH_ROLLOUTS, QUEUES, VALIDATE_ROLLOUT
 from annotation.models import (
@@ -49,7 +50,6 @@ from vm_pool.actions import Action, InvalidAction
 from vm_pool.providers.base import Observation
 from vm_pool.screen.compare import same_screen
 from vm_pool.screen.screenshots import store_screenshot
-from vm_pool.setup.runner import SetupFailed, run_setup
 
 logger = logging.getLogger(__name__)
 
@@ -101,13 +101,11 @@ class Run:
         # host's jobs and heartbeats share the process's small pool.
         connection.close()
         try:
-            control = pool.control_for(episode.desktop)
-            setup_log = run_setup(control, episode.task.setup)
-            observation = control.observe(settle=True)
-        except (SetupFailed, pool.DesktopError) as error:
+            done = set_up(episode)
+        except SETUP_ERRORS as error:
             return self.end(EpisodeOutcome.ENV_FAILED, "setup_failed", f"setup failed: {error}")
-        if setup_log:
-            Episode.objects.filter(pk=episode.pk).update(setup_log=setup_log)
+        keep_setup_log(episode, done)
+        control, observation = done.control, done.observation
         self.see(observation)
         index = 1
         while True:

@@ -16,11 +16,13 @@ The rules, each named in the message of an import that breaks it:
 """
 
 import ast
+import io
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 from django.apps import apps
+from django.core.management import call_command
 
 from annotation import job_names
 from backend.celery import app as celery_app
@@ -283,3 +285,11 @@ def test_the_apps_jobs_are_named_once_and_the_settings_route_them_as_declared(se
         assert router.route({}, job, args=[1])["queue"].name == queue, job
     scheduled = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
     assert {t for t in scheduled if t.startswith("annotation.")} <= declared
+
+
+@pytest.mark.django_db
+def test_the_models_need_no_migration():
+    """Moving modules changed no table: Django finds nothing to migrate."""
+    out = io.StringIO()
+    call_command("makemigrations", "--check", "--dry-run", stdout=out)
+    assert "No changes detected" in out.getvalue()
