@@ -35,8 +35,8 @@ from urllib.parse import quote
 from vm_pool.actions import ACTION_TIMEOUT_S, Action, ScreenSize
 from vm_pool.agent import RUN_OUTPUT_CHARS, RUN_STDOUT_CHARS
 from vm_pool.agent_files import MAX_READ_BYTES
+from vm_pool.desktop import CommandResult, DesktopError, Health, Launched, Observation
 from vm_pool.devtools import MAX_MESSAGE_BYTES
-from vm_pool.providers.base import CommandResult, DesktopError, Health, Launched, Observation
 
 HEALTH_TIMEOUT_S = 2.0
 CALL_TIMEOUT_S = 30.0  # files and observations

@@ -33,6 +33,7 @@ from backend.celery import send_after_commit
 from backend.errors import DomainError
 from backend.notifications import notify_user
 from vm_pool.actions import ScreenSize
+from vm_pool.desktop import DesktopControl, DesktopError, DesktopSpec, Endpoint
 from vm_pool.models import (
     LIVE_STATUSES,
     Desktop,
@@ -41,7 +42,6 @@ from vm_pool.models import (
     DesktopTemplate,
     host_queue,
 )
-from vm_pool.providers.base import DesktopControl, DesktopError, DesktopSpec, Endpoint
 from vm_pool.providers.registry import get_provider
 
 logger = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from annotation.job_names import PROPOSE_STEP, QUEUES
 from annotation.models import Episode, Proposal, Step
 from backend.celery import send_after_commit
 from vm_pool.actions import meant_to_change_screen
-from vm_pool.providers.base import Observation
+from vm_pool.desktop import Observation
 from vm_pool.screen import watch as screen_watch
 from vm_pool.screen.capture import frame_of_png
 from vm_pool.screen.compare import same_screen

@@ -50,7 +50,7 @@ from annotation.models import (
 )
 from vm_pool import pool
 from vm_pool.actions import Action, InvalidAction
-from vm_pool.providers.base import Observation
+from vm_pool.desktop import Observation
 from vm_pool.screen.compare import screen_difference
 from vm_pool.screen.screenshots import screenshot_png, store_screenshot
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from annotation.models import Episode
 from vm_pool import pool
-from vm_pool.providers.base import Observation
+from vm_pool.desktop import Observation
 from vm_pool.setup.runner import SetupFailed, run_setup
 
 # What a setup that could not be run raises: the episode then ends ``env_failed``, saying why.

@@ -47,7 +47,7 @@ from model_serving.registry import ProposerMisconfigured, get_proposer
 from model_serving.versions import proposer_settings
 from vm_pool import pool
 from vm_pool.actions import Action, InvalidAction
-from vm_pool.providers.base import Observation
+from vm_pool.desktop import Observation
 from vm_pool.screen.compare import same_screen
 from vm_pool.screen.screenshots import store_screenshot
 

@@ -61,7 +61,7 @@ def _sandboxed_desktop(width: int, height: int, display: int) -> Iterator[tuple[
     """A sandboxed local desktop, and its control, for the block's duration."""
     from Xlib.display import Display
 
-    from vm_pool.providers.base import DesktopSpec
+    from vm_pool.desktop import DesktopSpec
     from vm_pool.providers.local import LocalProvider, desktop_dir
 
     desktop_id = 900_000 + display

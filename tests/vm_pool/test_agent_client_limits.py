@@ -32,7 +32,7 @@ from vm_pool.agent_client import (
     observation_reply_bytes,
 )
 from vm_pool.agent_files import MAX_READ_BYTES
-from vm_pool.providers.base import DesktopError
+from vm_pool.desktop import DesktopError
 from vm_pool.screen.capture import Frame, PngEncoder
 
 KEY = "0123456789abcdef0123456789abcdef"

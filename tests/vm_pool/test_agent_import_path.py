@@ -20,10 +20,10 @@ import pytest
 
 from vm_pool import pool
 from vm_pool.actions import ScreenSize
+from vm_pool.desktop import DesktopSpec
 from vm_pool.models import DesktopStatus, DesktopTemplate
 from vm_pool.providers import desktop_image
 from vm_pool.providers.aws import user_data
-from vm_pool.providers.base import DesktopSpec
 from vm_pool.providers.docker import INSIDE_AGENT, container_spec
 from vm_pool.providers.local import BUILTIN_HOME_TEMPLATE, desktop_dir
 from vm_pool.sandbox import bubblewrap as sandbox

@@ -23,8 +23,8 @@ from tests.support.desktops import sandbox_xvfb
 from vm_pool import agent_client, pool
 from vm_pool.actions import Action, ActionType, Point, ScreenSize
 from vm_pool.agent_client import AgentClient
+from vm_pool.desktop import DesktopError
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
-from vm_pool.providers.base import DesktopError
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -24,8 +24,8 @@ from backend.accounts.roles import Role
 from model_serving.proposers.baseline import BaselineProposer
 from vm_pool import pool
 from vm_pool.actions import Action, ActionType, Point, ScreenSize
+from vm_pool.desktop import DesktopError
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
-from vm_pool.providers.base import DesktopError
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

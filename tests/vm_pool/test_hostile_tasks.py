@@ -14,8 +14,8 @@ from annotation.episodes import loop
 from annotation.models import Episode, EpisodeOutcome, Project
 from backend.accounts.roles import Role
 from vm_pool import pool
+from vm_pool.desktop import DesktopControl
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
-from vm_pool.providers.base import DesktopControl
 from vm_pool.providers.local import desktop_dir
 from vm_pool.providers.registry import get_provider
 from vm_pool.setup.runner import SetupFailed, run_setup

@@ -13,6 +13,7 @@ import time
 import pytest
 from PIL import Image
 
+from vm_pool.desktop import DesktopControl
 from vm_pool.evaluation.getters import (
     Reading,
     active_url_from_accessTree,
@@ -21,7 +22,6 @@ from vm_pool.evaluation.getters import (
     vm_file,
     vm_wallpaper,
 )
-from vm_pool.providers.base import DesktopControl
 from vm_pool.setup.runner import SetupFailed, run_setup
 
 pytestmark = pytest.mark.django_db(transaction=True)

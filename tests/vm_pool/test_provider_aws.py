@@ -24,9 +24,10 @@ from tests.support.services import BIN, free_port, port_open, running
 from vm_pool.actions import ScreenSize
 from vm_pool.agent import AgentConfig, Desktop, make_handler, serve
 from vm_pool.agent_client import AgentClient
+from vm_pool.desktop import DesktopError, DesktopSpec, Endpoint
 from vm_pool.providers import desktop_image
 from vm_pool.providers.aws import AwsProvider, exposures, user_data
-from vm_pool.providers.base import DesktopError, DesktopProvider, DesktopSpec, Endpoint
+from vm_pool.providers.base import DesktopProvider
 from vm_pool.providers.registry import get_provider
 
 pytestmark = pytest.mark.services

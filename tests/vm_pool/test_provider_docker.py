@@ -15,7 +15,8 @@ import pytest
 from docker.models.containers import _create_container_args
 
 from vm_pool.actions import ScreenSize
-from vm_pool.providers.base import DesktopError, DesktopProvider, DesktopSpec, Endpoint
+from vm_pool.desktop import DesktopError, DesktopSpec, Endpoint
+from vm_pool.providers.base import DesktopProvider
 from vm_pool.providers.docker import DockerProvider, container_spec, group_of, passwd_of
 from vm_pool.providers.local import LocalControl
 from vm_pool.providers.registry import get_provider

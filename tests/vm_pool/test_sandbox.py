@@ -21,8 +21,8 @@ from django.conf import settings
 from tests.support.desktops import sandbox_processes
 from tests.support.services import BIN, child_env, free_port, port_open, running
 from vm_pool import pool
+from vm_pool.desktop import DesktopControl
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
-from vm_pool.providers.base import DesktopControl
 from vm_pool.providers.local import desktop_dir
 from vm_pool.providers.registry import get_provider
 

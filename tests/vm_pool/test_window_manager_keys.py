@@ -6,7 +6,7 @@ import time
 import pytest
 
 from vm_pool.actions import Action, ActionType
-from vm_pool.providers.base import DesktopControl
+from vm_pool.desktop import DesktopControl
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

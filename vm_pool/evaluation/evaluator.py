@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vm_pool.desktop import DesktopControl, DesktopError
 from vm_pool.evaluation import jail
 from vm_pool.evaluation.getters import GETTERS, Gathered, GetterError, Reading, failed
 from vm_pool.evaluation.metrics import METRICS
-from vm_pool.providers.base import DesktopControl, DesktopError
 from vm_pool.setup.base import SetupFailed, SetupRun
 from vm_pool.setup.runner import run_steps
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from vm_pool.providers.base import DesktopControl
+from vm_pool.desktop import DesktopControl
 from vm_pool.setup.browser import page_tabs
 
 Gathered = dict[str, Any]

@@ -55,8 +55,9 @@ from django.conf import settings
 
 from vm_pool.agent import MIN_KEY_CHARS
 from vm_pool.agent_client import AgentClient
+from vm_pool.desktop import DesktopError, DesktopSpec, Endpoint, Health
 from vm_pool.providers import desktop_image
-from vm_pool.providers.base import DesktopError, DesktopProvider, DesktopSpec, Endpoint, Health
+from vm_pool.providers.base import DesktopProvider
 
 TAG_DESKTOP = "tandem:desktop"
 TAG_HOST = "tandem:host"

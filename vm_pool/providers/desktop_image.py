@@ -11,7 +11,7 @@ all of the machine's interfaces; who can reach them is decided outside it (a por
 
 from typing import Any
 
-from vm_pool.providers.base import DesktopSpec
+from vm_pool.desktop import DesktopSpec
 
 USER = "user"
 UID = 1000  # fixed in the image, so that files copied in can be owned by the desktop's user

@@ -40,7 +40,8 @@ from docker.errors import DockerException, ImageNotFound, NotFound
 from docker.types import Mount, Ulimit
 
 from vm_pool.agent_client import AgentClient
-from vm_pool.providers.base import DesktopError, DesktopProvider, DesktopSpec, Endpoint, Health
+from vm_pool.desktop import DesktopError, DesktopSpec, Endpoint, Health
+from vm_pool.providers.base import DesktopProvider
 from vm_pool.providers.local import BUILTIN_HOME_TEMPLATE, LocalControl, desktop_files
 from vm_pool.sandbox import bubblewrap as sandbox
 

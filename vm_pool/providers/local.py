@@ -27,16 +27,16 @@ from Xlib.error import ConnectionClosedError, DisplayError, XError
 
 from vm_pool.actions import Action, ActionType
 from vm_pool.agent_client import AgentClient
-from vm_pool.providers.base import (
+from vm_pool.desktop import (
     CommandResult,
     DesktopError,
-    DesktopProvider,
     DesktopSpec,
     Endpoint,
     Health,
     Launched,
     Observation,
 )
+from vm_pool.providers.base import DesktopProvider
 from vm_pool.sandbox import bubblewrap as sandbox
 from vm_pool.sandbox import limits as sandbox_limits
 from vm_pool.sandbox import network

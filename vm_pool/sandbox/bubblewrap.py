@@ -43,7 +43,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from vm_pool.providers.base import DesktopError, DesktopSpec, Endpoint
+from vm_pool.desktop import DesktopError, DesktopSpec, Endpoint
 from vm_pool.sandbox.limits import SandboxLimits, in_cgroups
 from vm_pool.sandbox.network import SLIRP_DNS
 
@@ -55,7 +55,7 @@ INSIDE_DISPLAY = 0
 AGENT_SOCKET = "agent.sock"
 VNC_SOCKET = "vnc.sock"
 TMP_SIZE = 1024 * 1024 * 1024  # the private /tmp is memory, counted in the memory cgroup too
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parents[1]  # vm_pool, where the agent's modules are
 # What the agent imports of vm_pool (the capture stack for /observe is the desktop image's).
 AGENT_MODULES = (
     "__init__.py", "agent.py", "agent_files.py", "agent_windows.py", "actions.py",

@@ -15,7 +15,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from vm_pool.providers.base import DesktopError
+from vm_pool.desktop import DesktopError
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 

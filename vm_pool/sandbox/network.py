@@ -16,7 +16,7 @@ import select
 import subprocess
 from pathlib import Path
 
-from vm_pool.providers.base import DesktopError
+from vm_pool.desktop import DesktopError
 from vm_pool.sandbox.limits import in_cgroups
 
 SLIRP_DNS = "10.0.2.3"

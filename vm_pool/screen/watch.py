@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vm_pool.providers.base import DesktopError
+from vm_pool.desktop import DesktopError
 from vm_pool.screen.capture import Frame, PngEncoder
 from vm_pool.screen.compare import meaningful_change
 from vm_pool.screen.settle import wait_until_settled

@@ -13,7 +13,7 @@ from typing import Any
 
 from backend.errors import DomainError
 from vm_pool.actions import ScreenSize
-from vm_pool.providers.base import DesktopControl
+from vm_pool.desktop import DesktopControl
 from vm_pool.task_files.downloads import DownloadRefused, fetch_task_file
 
 logger = logging.getLogger(__name__)

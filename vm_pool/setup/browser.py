@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from vm_pool.desktop import DesktopControl
 from vm_pool.devtools import PORT
-from vm_pool.providers.base import DesktopControl
 from vm_pool.setup.base import (
     SetupFailed,
     SetupRun,

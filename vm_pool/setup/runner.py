@@ -48,7 +48,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from vm_pool.actions import ScreenSize
-from vm_pool.providers.base import DesktopControl, DesktopError
+from vm_pool.desktop import DesktopControl, DesktopError
 from vm_pool.setup import browser as setup_browser
 from vm_pool.setup import windows
 from vm_pool.setup.base import (

@@ -10,7 +10,7 @@ logged and the setup goes on.
 file manager's desktop (``pcmanfm --desktop``), which draws it under every window.
 """
 
-from vm_pool.providers.base import DesktopControl
+from vm_pool.desktop import DesktopControl
 from vm_pool.setup.base import SetupFailed, SetupRun, SetupStep, home_path
 
 WALLPAPER_CONFIG = "~/.config/pcmanfm/default/desktop-items-0.conf"

@@ -29,7 +29,7 @@ from types import TracebackType
 from Xlib.display import Display
 
 from vm_pool.actions import ACTION_TIMEOUT_S, Action, ActionType, Platform
-from vm_pool.providers.base import Observation
+from vm_pool.desktop import Observation
 from vm_pool.screen.capture import Frame, PngEncoder, ScreenGrabber
 from vm_pool.screen.settle import (
     DEFAULT_MAX_MS,

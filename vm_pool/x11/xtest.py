@@ -51,7 +51,7 @@ from Xlib.ext import xtest
 from Xlib.protocol import event
 
 from vm_pool.actions import Direction, InvalidAction, Point
-from vm_pool.providers.base import DesktopError
+from vm_pool.desktop import DesktopError
 
 LEFT_BUTTON = 1
 RIGHT_BUTTON = 3

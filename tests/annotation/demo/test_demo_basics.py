@@ -28,9 +28,9 @@ from backend.accounts.roles import Role
 from tests.support.services import ROOT
 from vm_pool import pool
 from vm_pool.actions import Action
+from vm_pool.desktop import DesktopControl
 from vm_pool.evaluation.evaluator import check, evaluate
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
-from vm_pool.providers.base import DesktopControl
 from vm_pool.setup.base import until_drawn
 from vm_pool.setup.runner import parse_setup, run_setup
 

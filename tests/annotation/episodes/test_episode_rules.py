@@ -34,8 +34,8 @@ from tests.conftest import MODEL_CLICK
 from tests.support.fake_model_server import Reply, serving
 from tests.support.pngs import solid_png
 from vm_pool.actions import Action, ActionType, Point, ScreenSize
+from vm_pool.desktop import Observation
 from vm_pool.models import Desktop, DesktopStatus
-from vm_pool.providers.base import Observation
 from vm_pool.screen.screenshots import store_screenshot
 
 CLICK = MODEL_CLICK

@@ -18,9 +18,9 @@ from annotation.episodes import scoring
 from annotation.episodes.leases import end_episode
 from annotation.models import Episode, EpisodeOutcome, EvaluationStatus, Task
 from vm_pool import pool
+from vm_pool.desktop import DesktopControl
 from vm_pool.evaluation.evaluator import EvaluationFailed, evaluate
 from vm_pool.models import Desktop, DesktopStatus
-from vm_pool.providers.base import DesktopControl
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
