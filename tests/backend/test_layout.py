@@ -6,11 +6,13 @@ The rules, each named in the message of an import that breaks it:
 - **apps**: ``backend`` (the kernel) imports no app, except its faces (URLs, socket routing,
   the ASGI and WSGI entry points); ``vm_pool`` imports neither ``model_serving`` nor
   ``annotation``; ``model_serving`` does not import ``annotation``.
-- **floors**: inside ``annotation``, a domain module imports from its own subpackage and from
-  lower floors only: ``models`` 0, ``projects`` 1, ``episodes`` 2, ``rollouts`` and ``datasets`` 3
-  (siblings: never each other), ``flywheel`` 4.
+- **floors**: inside ``annotation`` and ``vm_pool``, a domain module imports from its own room
+  and from lower floors only, and rooms on one floor never import each other (``FLOORS``):
+  ``annotation``'s ``models`` 0, ``projects`` 1, ``episodes`` 2, ``rollouts`` and ``datasets`` 3,
+  ``flywheel`` 4; ``vm_pool``'s action space and records at the bottom, the pool on top.
 - **faces**: no domain module imports a face (``jobs``, ``admin``, ``api``, ``serializers``,
-  ``consumers``, ``management``, ``demo``). Faces import anything below them.
+  ``consumers``, ``management``, ``demo``, the stream's views and websockify's plugin). Faces
+  import anything below them.
 - **circles**: no module reaches itself through imports, at any level of the code.
 - **lazy**: an app module is imported inside a function only where ``LAZY`` says why.
 """
@@ -29,9 +31,19 @@ from backend.celery import app as celery_app
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ("backend", "vm_pool", "model_serving", "annotation")
-FLOORS = {"models": 0, "projects": 1, "episodes": 2, "rollouts": 3, "datasets": 3, "flywheel": 4}
+FLOORS = {
+    "annotation": {"models": 0, "projects": 1, "episodes": 2, "rollouts": 3, "datasets": 3,
+                   "flywheel": 4},
+    # The environment: records and the action space at the bottom, the pool on top.
+    "vm_pool": {"actions": 0, "devtools": 0, "models": 0, "desktop": 1, "screen": 2,
+                "sandbox": 2, "task_files": 2, "x11": 3, "setup": 3, "agent": 4, "evaluation": 4,
+                "agent_client": 5, "providers": 6, "pool": 7},
+}  # fmt: skip
+# Modules that belong to a room of another name (the agent's files are copied with it).
+ROOMS = {"action_space": "actions", "action_text": "actions", "agent_files": "agent",
+         "agent_windows": "agent"}  # fmt: skip
 FACE_NAMES = {"jobs", "admin", "apps", "api", "serializers", "consumers", "model_api"}
-FACE_PARTS = {"management", "demo"}
+FACE_PARTS = {"management", "demo", "streaming", "websockify_tokens"}
 KERNEL_FACES = {"backend.urls", "backend.routing", "backend.asgi", "backend.wsgi"}
 # Imports inside a function, where they stay and why (module, imported module).
 LAZY = {
@@ -121,8 +133,17 @@ def is_face(module: str) -> bool:
 
 
 def floor_part(module: str) -> str | None:
+    """The room of ``module`` when its app has floors (``annotation.episodes``, ``vm_pool.x11``)."""
     parts = module.split(".")
-    return parts[1] if parts[0] == "annotation" and len(parts) > 1 and parts[1] in FLOORS else None
+    if len(parts) < 2 or parts[0] not in FLOORS:
+        return None
+    room = ROOMS.get(parts[1], parts[1])
+    return f"{parts[0]}.{room}" if room in FLOORS[parts[0]] else None
+
+
+def floor(room: str) -> int:
+    app, name = room.split(".")
+    return FLOORS[app][name]
 
 
 def broken_rules(modules: Mapping[str, str]) -> list[str]:
@@ -136,14 +157,14 @@ def broken_rules(modules: Mapping[str, str]) -> list[str]:
         order = {"backend": 0, "vm_pool": 1, "model_serving": 2, "annotation": 3}
         if order[other] > order[app] and importer not in KERNEL_FACES:
             problems.append(f"apps: {where}; {app} stands below {other}")
-        if app == "annotation" and other == "annotation" and not is_face(importer):
+        if app == other and app in FLOORS and not is_face(importer):
             if is_face(imported):
                 problems.append(f"faces: {where}, a face; a domain module never imports one")
             mine, theirs = floor_part(importer), floor_part(imported)
-            if mine and theirs and mine != theirs and FLOORS[theirs] >= FLOORS[mine]:
+            if mine and theirs and mine != theirs and floor(theirs) >= floor(mine):
                 problems.append(
-                    f"floors: {where}; {mine} (floor {FLOORS[mine]}) may import only lower "
-                    f"floors, and {theirs} is floor {FLOORS[theirs]}"
+                    f"floors: {where}; {mine} (floor {floor(mine)}) may import only lower "
+                    f"floors, and {theirs} is floor {floor(theirs)}"
                 )
         if lazy and (importer, imported) not in LAZY:
             problems.append(f"lazy: {where} inside a function; import it at the top")
@@ -192,6 +213,8 @@ def test_the_code_keeps_the_ladder():
     [
         ("annotation.episodes.scratch", "from annotation.flywheel import chart\n", "floors:"),
         ("annotation.rollouts.scratch", "from annotation.datasets import pairs\n", "floors:"),
+        ("vm_pool.screen.scratch", "from vm_pool import pool\n", "floors:"),
+        ("vm_pool.setup.scratch", "from vm_pool.x11 import controller\n", "floors:"),
         ("annotation.projects.scratch", "from annotation import jobs\n", "faces:"),
         ("vm_pool.scratch", "from annotation.models import Task\n", "apps:"),
         ("model_serving.scratch", "import annotation.episodes.loop\n", "apps:"),

@@ -33,6 +33,7 @@ from vm_pool.setup.base import (
     launch_and_draw,
     until_drawn,
 )
+from vm_pool.task_files.urls import EMPTY_CHROME_HISTORY_URL
 
 # --test-type keeps Chromium from drawing its "unsupported command-line flag: --no-sandbox" bar
 # across the top of every page: the model would see it, and train on it, at every step.
@@ -41,10 +42,6 @@ BROWSER = ["chromium", "--no-first-run", "--no-default-browser-check", "--no-san
            "--disable-component-update", "--disable-sync", "--password-store=basic",
            f"--remote-debugging-port={PORT}"]  # fmt: skip
 PROFILE = "~/.config/chromium/Default"
-EMPTY_CHROME_HISTORY_URL = (
-    "https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main/chrome/"
-    "44ee5668-ecd5-4366-a6ce-c1c9b8d4e938/history_empty.sqlite?download=true"
-)
 # Chrome counts time in microseconds from 1601-01-01; a visit's transition as OSWorld writes it.
 CHROME_EPOCH = datetime(1601, 1, 1)
 TYPED_LINK = 805306368

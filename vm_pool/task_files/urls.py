@@ -16,10 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from vm_pool.models import TaskFile
-from vm_pool.setup.browser import EMPTY_CHROME_HISTORY_URL
 from vm_pool.task_files.downloads import url_key
 
 FILE_GETTERS = ("cloud_file",)
+# OSWorld's empty Chrome history, which ``update_browse_history`` steps start from.
+EMPTY_CHROME_HISTORY_URL = (
+    "https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main/chrome/"
+    "44ee5668-ecd5-4366-a6ce-c1c9b8d4e938/history_empty.sqlite?download=true"
+)
 
 
 @dataclass(frozen=True)
