@@ -33,8 +33,8 @@ from typing import Any
 from urllib.parse import quote
 
 from vm_pool.actions import ACTION_TIMEOUT_S, Action, ScreenSize
-from vm_pool.agent import RUN_OUTPUT_CHARS, RUN_STDOUT_CHARS
-from vm_pool.agent_files import MAX_READ_BYTES
+from vm_pool.agent.files import MAX_READ_BYTES
+from vm_pool.agent.server import RUN_OUTPUT_CHARS, RUN_STDOUT_CHARS
 from vm_pool.desktop import CommandResult, DesktopError, Health, Launched, Observation
 from vm_pool.devtools import MAX_MESSAGE_BYTES
 

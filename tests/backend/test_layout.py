@@ -39,9 +39,6 @@ FLOORS = {
                 "sandbox": 2, "task_files": 2, "x11": 3, "setup": 3, "agent": 4, "evaluation": 4,
                 "agent_client": 5, "providers": 6, "pool": 7},
 }  # fmt: skip
-# Modules that belong to a room of another name (the agent's files are copied with it).
-ROOMS = {"action_space": "actions", "action_text": "actions", "agent_files": "agent",
-         "agent_windows": "agent"}  # fmt: skip
 FACE_NAMES = {"jobs", "admin", "apps", "api", "serializers", "consumers", "model_api"}
 FACE_PARTS = {"management", "demo", "streaming", "websockify_tokens"}
 KERNEL_FACES = {"backend.urls", "backend.routing", "backend.asgi", "backend.wsgi"}
@@ -61,18 +58,12 @@ LAZY = {
     ("model_serving.management.commands.demo_model", "model_serving.demo_model"): "weight: torch",
     ("model_serving.management.commands.serve_model", "model_serving.models"): "after setup",
     ("model_serving.management.commands.serve_model", "model_serving.serving"): "after setup",
-    (
-        "vm_pool.agent",
-        "vm_pool.x11.controller",
-    ): "the sandbox's agent loads only what its request needs",
-    ("vm_pool.agent", "vm_pool.actions"): "the agent loads only what a request needs",
-    ("vm_pool.agent", "vm_pool.devtools"): "the agent loads only what a request needs",
+    ("vm_pool.agent.server", "vm_pool.x11.controller"): "the X stack: container desktops only",
+    ("vm_pool.agent.server", "vm_pool.actions"): "the agent loads only what a request needs",
+    ("vm_pool.agent.server", "vm_pool.devtools"): "the agent loads only what a request needs",
     ("vm_pool.evaluation.jailed", "vm_pool.evaluation.scoring"): "inside the jail, after limits",
     ("vm_pool.evaluation.getters", "vm_pool.setup.windows"): "weight: the desktop toolkit",
-    (
-        "vm_pool.providers.local",
-        "vm_pool.x11.controller",
-    ): "weight: python-xlib, local desktops only",
+    ("vm_pool.providers.local", "vm_pool.x11.controller"): "weight: python-xlib",
     ("vm_pool.setup.base", "vm_pool.screen.compare"): "weight: numpy and the PNG decoder",
     ("vm_pool.setup.base", "vm_pool.screen.capture"): "weight: the capture's encoder",
     ("vm_pool.websockify_tokens", "vm_pool.streaming"): "needs Django's app registry: after setup",
@@ -137,7 +128,7 @@ def floor_part(module: str) -> str | None:
     parts = module.split(".")
     if len(parts) < 2 or parts[0] not in FLOORS:
         return None
-    room = ROOMS.get(parts[1], parts[1])
+    room = parts[1]
     return f"{parts[0]}.{room}" if room in FLOORS[parts[0]] else None
 
 

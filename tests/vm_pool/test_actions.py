@@ -5,7 +5,6 @@ import time
 
 import pytest
 
-from vm_pool.action_text import MAX_ACTION_TEXT_CHARS
 from vm_pool.actions import (
     ALLOWED_ACTIONS,
     MAX_APP_NAME_CHARS,
@@ -20,6 +19,7 @@ from vm_pool.actions import (
     Point,
     ScreenSize,
 )
+from vm_pool.actions.text import MAX_ACTION_TEXT_CHARS
 
 SCREEN = ScreenSize(1920, 1080)
 

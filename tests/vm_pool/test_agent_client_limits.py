@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from vm_pool.actions import ScreenSize
-from vm_pool.agent import (
+from vm_pool.agent.files import MAX_READ_BYTES
+from vm_pool.agent.server import (
     RUN_OUTPUT_CHARS,
     RUN_STDOUT_CHARS,
     AgentConfig,
@@ -31,7 +32,6 @@ from vm_pool.agent_client import (
     AgentClient,
     observation_reply_bytes,
 )
-from vm_pool.agent_files import MAX_READ_BYTES
 from vm_pool.desktop import DesktopError
 from vm_pool.screen.capture import Frame, PngEncoder
 

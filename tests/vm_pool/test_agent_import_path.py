@@ -95,7 +95,7 @@ def check_no_plant_is_imported(tmp_path: Path, argv: list[str], env: dict[str, s
     stderr = run_agent(argv, env, home, tmp_path / "agent.json")
     assert sorted(marker.name for marker in markers.iterdir()) == []
     # It ran the real agent, which imported everything and then refused the empty config.
-    assert "vm_pool/agent.py" in stderr and "AgentConfig.__init__() missing" in stderr
+    assert "vm_pool/agent/server.py" in stderr and "AgentConfig.__init__() missing" in stderr
 
 
 def test_the_local_sandboxs_agent_imports_nothing_from_home(tmp_path):

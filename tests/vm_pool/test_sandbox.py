@@ -147,7 +147,7 @@ def test_a_desktop_program_reaches_nothing_of_the_platform_the_host_or_another_d
             "/usr/tandem-probe",
             "/tandem-probe",
             "/home/tandem-probe",
-            "/opt/tandem/vm_pool/agent.py",
+            "/opt/tandem/vm_pool/agent/server.py",
             "/run/tandem/agent.sock",
             "/tmp/.X11-unix/X0",
             str(b_files / "home" / "from-a.txt"),

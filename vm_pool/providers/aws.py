@@ -53,7 +53,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 
-from vm_pool.agent import MIN_KEY_CHARS
+from vm_pool.agent.server import MIN_KEY_CHARS
 from vm_pool.agent_client import AgentClient
 from vm_pool.desktop import DesktopError, DesktopSpec, Endpoint, Health
 from vm_pool.providers import desktop_image

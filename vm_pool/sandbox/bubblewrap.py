@@ -56,11 +56,9 @@ AGENT_SOCKET = "agent.sock"
 VNC_SOCKET = "vnc.sock"
 TMP_SIZE = 1024 * 1024 * 1024  # the private /tmp is memory, counted in the memory cgroup too
 PACKAGE = Path(__file__).resolve().parents[1]  # vm_pool, where the agent's modules are
-# What the agent imports of vm_pool (the capture stack for /observe is the desktop image's).
-AGENT_MODULES = (
-    "__init__.py", "agent.py", "agent_files.py", "agent_windows.py", "actions.py",
-    "action_space.py", "action_text.py", "devtools.py",
-)  # fmt: skip
+# What the agent imports of vm_pool: its own package, the action space and the browser's
+# debugging protocol (the capture stack for /observe is the desktop image's).
+AGENT_CODE = ("__init__.py", "devtools.py", "agent", "actions")
 HOST_X11_DIR = Path("/tmp/.X11-unix")
 # The folders of a desktop user's HOME on the systems OSWorld's tasks were written for (a task
 # that puts a file on ~/Desktop finds the folder there).
@@ -161,19 +159,24 @@ def _require_searchable(desktops: Path) -> None:
 
 
 def agent_code(desktops: Path) -> Path:
-    """A read-only copy of the agent's modules for the sandboxes, refreshed when they change."""
+    """A read-only copy of the agent's code for the sandboxes, refreshed when it changes."""
     target = desktops / "agent" / "vm_pool"
     target.mkdir(parents=True, exist_ok=True)
     for directory in (target.parent, target):
         directory.chmod(0o755)
-    for name in AGENT_MODULES:
-        source = (PACKAGE / name).read_bytes()
-        copy = target / name
-        if not copy.exists() or copy.read_bytes() != source:
-            partial = copy.with_suffix(".partial")
-            partial.write_bytes(source)
-            partial.chmod(0o644)
-            partial.replace(copy)
+    for name in AGENT_CODE:
+        source = PACKAGE / name
+        for path in sorted(source.glob("*.py")) if source.is_dir() else [source]:
+            copy = target / path.relative_to(PACKAGE)
+            if not copy.parent.is_dir():
+                copy.parent.mkdir()
+                copy.parent.chmod(0o755)
+            data = path.read_bytes()
+            if not copy.exists() or copy.read_bytes() != data:
+                partial = copy.with_suffix(".partial")
+                partial.write_bytes(data)
+                partial.chmod(0o644)
+                partial.replace(copy)
     return target.parent
 
 

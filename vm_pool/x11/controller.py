@@ -16,7 +16,7 @@ not show on the screen, so settle detection alone would not wait. ``finished`` a
 ``call_user`` end the episode and do nothing on the desktop. Android actions are refused.
 
 Every action is bounded: ``execute`` returns, or raises, within ``ACTION_TIMEOUT_S``. The
-arguments are capped by the action space (``vm_pool.action_space``: type length, scroll clicks,
+arguments are capped by the action space (``vm_pool.actions.space``: type length, scroll clicks,
 hotkey keys; points on the screen), a drag takes ``DRAG_STEPS`` fixed steps, a wait is at most
 the bound, and typing goes at the pace its program reads it, each wait cut short at the
 action's deadline. A type that cannot finish by then (the program stopped reading its input)

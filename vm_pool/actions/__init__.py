@@ -4,7 +4,7 @@ This module is the only definition of the action space. The model's parser, the 
 controller, the annotator's workspace, the step records and the dataset exports all import it;
 none of them keeps its own list of action types, arguments or key names. It is plain typed data
 with no Django in it. Its vocabulary (types, platforms, key names) is written in
-``vm_pool.action_space`` and the pieces of UI-TARS text in ``vm_pool.action_text``; both are
+``vm_pool.actions.space`` and the pieces of UI-TARS text in ``vm_pool.actions.text``; both are
 imported from here.
 
 The space is UI-TARS's unified one (click, left_double, right_single, drag, scroll, type,
@@ -20,7 +20,7 @@ happens elsewhere, on the way in and out of the model.
 An Action checks its own shape when it is built (the arguments its type needs and no others,
 known key names, a known scroll direction, no negative coordinate, no argument over its cap:
 ``MAX_CONTENT_CHARS``, ``MAX_SCROLL_AMOUNT``, ``MAX_HOTKEY_KEYS``, ``MAX_APP_NAME_CHARS``, see
-``vm_pool.action_space`` for why), so a malformed Action never exists, however it is read.
+``vm_pool.actions.space`` for why), so a malformed Action never exists, however it is read.
 ``validate`` adds what depends on where it runs: the platform and the screen size.
 
 Two serialisations, both round-tripping exactly:
@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vm_pool.action_space import (
+from vm_pool.actions.space import (
     ACTION_TIMEOUT_S,
     ALLOWED_ACTIONS,
     ARGUMENTS,
@@ -61,7 +61,7 @@ from vm_pool.action_space import (
     excerpt,
     parse_action_type,
 )
-from vm_pool.action_text import TEXT_ARGUMENTS, parse_call, quote, text_value, write_point
+from vm_pool.actions.text import TEXT_ARGUMENTS, parse_call, quote, text_value, write_point
 
 __all__ = [
     "ALLOWED_ACTIONS",

@@ -10,7 +10,7 @@ import re
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from vm_pool.action_space import (
+from vm_pool.actions.space import (
     MAX_CONTENT_CHARS,
     ActionType,
     InvalidAction,

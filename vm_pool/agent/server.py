@@ -55,8 +55,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from vm_pool import agent_windows
-from vm_pool.agent_files import SCRATCH, PathRefused, read_inside, write_inside
+from vm_pool.agent.files import SCRATCH, PathRefused, read_inside, write_inside
+from vm_pool.agent.windows import wait_for_window_manager
 
 X_READY_TIMEOUT = 10.0
 WM_READY_TIMEOUT = 20.0
@@ -170,7 +170,7 @@ class Desktop:
         )
         self._wait_for_x()
         self.spawn("wm", c.window_manager)
-        agent_windows.wait_for_window_manager(f":{c.display}", WM_READY_TIMEOUT)
+        wait_for_window_manager(f":{c.display}", WM_READY_TIMEOUT)
         # View-only and without a password: who may watch is decided by who can reach the
         # socket (the platform's websockify), and no one controls the desktop through VNC.
         vnc = ["x11vnc", "-display", f":{c.display}", "-viewonly", "-nopw", "-forever"]
@@ -497,7 +497,3 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     print("ready", flush=True)
     server.serve_forever()
-
-
-if __name__ == "__main__":
-    main()
