@@ -203,12 +203,15 @@ class Run:
         return self.screen[0]
 
     def end(self, outcome: str, stop: str, reason: str) -> str:
-        end_episode(self.episode.pk, outcome, reason)
         status = RolloutStatus.CANCELLED if stop == "cancelled" else RolloutStatus.ENDED
         steps = Step.objects.filter(episode=self.episode, decided_at__isnull=False).count()
-        # Only the attempt this run is: one queued again meanwhile (its worker was taken for
-        # lost) is the next attempt's. The batch's counts change with it.
+        # The episode and the rollout end in one transaction (the batch's row locked first, as
+        # everywhere): the episode's evaluation, sent as it ends, never finds the rollout still
+        # running, whenever this worker dies. Only the attempt this run is: one queued again
+        # meanwhile (its worker was taken for lost) is the next attempt's. The batch's counts
+        # change with it.
         with counted(self.batch.pk):
+            end_episode(self.episode.pk, outcome, reason)
             ours = Rollout.objects.filter(
                 pk=self.rollout.pk,
                 attempt=self.rollout.attempt,
