@@ -205,26 +205,29 @@ class Run:
     def end(self, outcome: str, stop: str, reason: str) -> str:
         status = RolloutStatus.CANCELLED if stop == "cancelled" else RolloutStatus.ENDED
         steps = Step.objects.filter(episode=self.episode, decided_at__isnull=False).count()
-        # The episode and the rollout end in one transaction (the batch's row locked first, as
-        # everywhere): the episode's evaluation, sent as it ends, never finds the rollout still
-        # running, whenever this worker dies. Only the attempt this run is: one queued again
-        # meanwhile (its worker was taken for lost) is the next attempt's. The batch's counts
-        # change with it.
+        # The episode and the rollout end in one transaction: the episode's evaluation, sent as
+        # it ends, never finds the rollout still running, whenever this worker dies. Rows are
+        # locked batch, rollout, episode, as everywhere. Only the attempt this run is: one queued
+        # again meanwhile (its worker was taken for lost) is the next attempt's. The batch's
+        # counts change with it.
         with counted(self.batch.pk):
-            end_episode(self.episode.pk, outcome, reason)
-            ours = Rollout.objects.filter(
+            ours = Rollout.objects.select_for_update().filter(
                 pk=self.rollout.pk,
                 attempt=self.rollout.attempt,
                 episode=self.episode,
                 status=RolloutStatus.RUNNING,
-            ).update(
-                status=status,
-                stop_reason=str(stop),
-                ended_at=timezone.now(),
-                tokens=self.tokens,
-                steps=steps,
-                records=[record.as_json() for record in self.records],
             )
-        if ours and status == RolloutStatus.ENDED:
+            mine = ours.exists()
+            end_episode(self.episode.pk, outcome, reason)
+            if mine:
+                ours.update(
+                    status=status,
+                    stop_reason=str(stop),
+                    ended_at=timezone.now(),
+                    tokens=self.tokens,
+                    steps=steps,
+                    records=[record.as_json() for record in self.records],
+                )
+        if mine and status == RolloutStatus.ENDED:
             send_after_commit(VALIDATE_ROLLOUT, [self.rollout.pk], QUEUES[VALIDATE_ROLLOUT])
         return str(stop)
