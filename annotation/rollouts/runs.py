@@ -217,7 +217,7 @@ class Run:
                 episode=self.episode,
                 status=RolloutStatus.RUNNING,
             )
-            mine = ours.exists()
+            mine = bool(list(ours.values_list("pk", flat=True)))  # locked, as counted locks
             end_episode(self.episode.pk, outcome, reason)
             if mine:
                 ours.update(
