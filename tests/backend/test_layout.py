@@ -35,7 +35,7 @@ FLOORS = {
     "annotation": {"models": 0, "projects": 1, "episodes": 2, "rollouts": 3, "datasets": 3,
                    "flywheel": 4},
     # The environment: records and the action space at the bottom, the pool on top.
-    "vm_pool": {"actions": 0, "devtools": 0, "models": 0, "desktop": 1, "screen": 2,
+    "vm_pool": {"actions": 0, "devtools": 0, "models": 0, "desktop": 1, "recording": 1, "screen": 2,
                 "sandbox": 2, "task_files": 2, "x11": 3, "setup": 3, "agent": 4, "evaluation": 4,
                 "agent_client": 5, "providers": 6, "pool": 7},
 }  # fmt: skip

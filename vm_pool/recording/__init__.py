@@ -1,0 +1,1 @@
+"""Recording a person on a desktop: their raw input reduced to steps of the action space."""
