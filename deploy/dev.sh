@@ -12,8 +12,8 @@
 #                            API service on /run/podman/podman.sock
 #   deploy/dev.sh desktop-image
 #                            the container desktops' image, tandem-desktop:latest, built when
-#                            deploy/desktop.Dockerfile changed (its base from Debian's packages
-#                            when no registry is reachable)
+#                            what it is made of changed (its base from Debian's packages when
+#                            no registry is reachable); desktop-image-recipe prints that hash
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -279,12 +279,16 @@ start_engine() {
 # The desktop image is rebuilt only when what it is made of changed: its recipe (the Dockerfile
 # and deploy/desktop/) and the vm_pool package it copies (the agent, the input and capture code
 # a container desktop runs). A label holds their hash.
+desktop_image_recipe() {
+  { cat deploy/desktop.Dockerfile deploy/desktop/*
+    find vm_pool -type f ! -path '*/__pycache__/*' | LC_ALL=C sort | xargs cat; } |
+    sha256sum | cut -c1-16
+}
+
 build_desktop_image() {
   configure_engine
   local recipe=deploy/desktop.Dockerfile want have
-  want=$( { cat "$recipe" deploy/desktop/*
-            find vm_pool -type f ! -path '*/__pycache__/*' | LC_ALL=C sort | xargs cat; } |
-          sha256sum | cut -c1-16)
+  want=$(desktop_image_recipe)
   have=$(as_root podman image inspect --format '{{ index .Labels "tandem.recipe" }}' "$DESKTOP_IMAGE" 2>/dev/null || true)
   [ "$have" = "$want" ] && return
   if ! as_root podman image exists "$BASE_IMAGE"; then
@@ -310,5 +314,7 @@ case "${1:-}" in
   stop) stop_app ;;
   engine) start_engine ;;
   desktop-image) start_engine; build_desktop_image ;;
-  *) echo "usage: $0 install|services|start|stop|engine|desktop-image" >&2; exit 2 ;;
+  desktop-image-recipe) desktop_image_recipe ;;
+  *) echo "usage: $0 install|services|start|stop|engine|desktop-image|desktop-image-recipe" >&2
+     exit 2 ;;
 esac
