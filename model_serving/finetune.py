@@ -236,7 +236,11 @@ def _claim(job_id: int) -> FineTuneJob | None:
 
 def run_job(job_id: int) -> str:
     """Train the job (on a ``train`` worker) and register its version; returns its status."""
-    from model_serving.training.trainer import TrainingCancelled, TrainingFailed, train
+    from model_serving.training.trainer import (  # weight: torch and TRL, train workers only
+        TrainingCancelled,
+        TrainingFailed,
+        train,
+    )
 
     job = _claim(job_id)
     if job is None:

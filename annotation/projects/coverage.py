@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from annotation.projects.support import NOT_RUNNABLE_GETTERS, cannot_run_reason
+from vm_pool.setup.runner import NOT_RUNNABLE, RUNNERS
 from vm_pool.task_files.urls import evaluator_getters, task_steps
 
 PUBLISHED_INDEX = "test_all.json"
@@ -46,10 +47,9 @@ class Registries:
 def installed_registries() -> Registries:
     """The registries as the code holds them now, imported only when a report is made: the
     metrics' modules bring the document and spreadsheet libraries with them (weight)."""
-    from vm_pool.evaluation.getters import GETTERS
-    from vm_pool.evaluation.metrics import METRICS
-    from vm_pool.evaluation.metrics.table import TABLE_RULE_TYPES
-    from vm_pool.setup.runner import NOT_RUNNABLE, RUNNERS
+    from vm_pool.evaluation.getters import GETTERS  # weight: the getters' desktop toolkit
+    from vm_pool.evaluation.metrics import METRICS  # weight: the metrics' registry
+    from vm_pool.evaluation.metrics.table import TABLE_RULE_TYPES  # weight: pandas
 
     return Registries(
         set(RUNNERS), set(GETTERS), set(METRICS), dict(NOT_RUNNABLE), TABLE_RULE_TYPES

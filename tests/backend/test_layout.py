@@ -53,7 +53,6 @@ LAZY = {
         "vm_pool.evaluation.metrics",
     ): "weight: the metrics' libraries",
     ("annotation.projects.coverage", "vm_pool.evaluation.metrics.table"): "weight: pandas",
-    ("annotation.projects.coverage", "vm_pool.setup.runner"): "with the registries it reports",
     ("model_serving.finetune", "model_serving.training.trainer"): "weight: torch, on GPU hosts",
     ("model_serving.management.commands.demo_model", "model_serving.demo_model"): "weight: torch",
     ("model_serving.management.commands.serve_model", "model_serving.models"): "after setup",

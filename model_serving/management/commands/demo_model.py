@@ -17,7 +17,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         folder = settings.TANDEM_DEMO_MODEL_DIR
         try:
-            from model_serving.demo_model import save_demo_base
+            from model_serving.demo_model import save_demo_base  # weight: torch, maybe absent
         except ImportError as error:
             self.stdout.write(f"no demo base model: the training libraries are missing ({error})")
             return
