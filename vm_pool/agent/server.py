@@ -58,7 +58,9 @@ from urllib.parse import parse_qs, urlparse
 from vm_pool.agent.files import SCRATCH, PathRefused, read_inside, write_inside
 from vm_pool.agent.windows import wait_for_window_manager
 
-X_READY_TIMEOUT = 10.0
+# A loaded machine's Xvfb has been seen not to answer within 10 s; the platform's own start
+# deadline (60 s by default) bounds the whole start.
+X_READY_TIMEOUT = 30.0
 WM_READY_TIMEOUT = 20.0
 WINDOW_POLL_S = 0.05
 SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -188,9 +190,11 @@ class Desktop:
     def _wait_for_x(self) -> None:
         socket_path = Path(f"/tmp/.X11-unix/X{self.config.display}")
         deadline = time.monotonic() + X_READY_TIMEOUT
+        seen = "its socket never appeared"
         while time.monotonic() < deadline:
             if self.children["xvfb"].poll() is not None:
-                raise RuntimeError(f"Xvfb :{self.config.display} exited at start")
+                log = self._log("xvfb")
+                raise RuntimeError(f"Xvfb :{self.config.display} exited at start: {log}")
             if socket_path.exists():
                 left = max(0.1, min(5.0, deadline - time.monotonic()))
                 try:
@@ -198,11 +202,24 @@ class Desktop:
                         ["xdpyinfo"], env=self.env, capture_output=True, timeout=left, check=False
                     )
                 except subprocess.TimeoutExpired:
+                    seen = "xdpyinfo got no answer"
                     continue  # a loaded machine's Xvfb answers late: ask again, to the deadline
                 if probe.returncode == 0:
                     return
+                seen = "xdpyinfo: " + probe.stderr.decode(errors="replace").strip()[-200:]
             time.sleep(0.02)
-        raise RuntimeError(f"Xvfb :{self.config.display} did not answer in {X_READY_TIMEOUT}s")
+        raise RuntimeError(
+            f"Xvfb :{self.config.display} did not answer in {X_READY_TIMEOUT}s ({seen}); "
+            f"its log: {self._log('xvfb')}"
+        )
+
+    def _log(self, name: str) -> str:
+        """The end of a child's log, for an error that says why it did not start."""
+        try:
+            tail = (Path(self.config.work_dir) / f"{name}.log").read_bytes()[-400:]
+        except OSError:
+            return "(no log)"
+        return tail.decode(errors="replace").strip() or "(empty)"
 
     def health(self) -> dict[str, Any]:
         alive = {name: self.children[name].poll() is None for name in ("xvfb", "wm", "x11vnc")}
