@@ -35,7 +35,15 @@ from urllib.parse import quote
 from vm_pool.actions import ACTION_TIMEOUT_S, Action, ScreenSize
 from vm_pool.agent.files import MAX_READ_BYTES
 from vm_pool.agent.server import RUN_OUTPUT_CHARS, RUN_STDOUT_CHARS
-from vm_pool.desktop import CommandResult, DesktopError, Health, Launched, Observation
+from vm_pool.desktop import (
+    CommandResult,
+    DesktopError,
+    Health,
+    Input,
+    Launched,
+    Observation,
+    input_to_json,
+)
 from vm_pool.devtools import MAX_MESSAGE_BYTES
 
 HEALTH_TIMEOUT_S = 2.0
@@ -216,6 +224,9 @@ class AgentClient:
         # Every action ends within ACTION_TIMEOUT_S on the desktop; then the agent answers.
         timeout = ACTION_TIMEOUT_S + MARGIN_S
         self._json("POST", "/execute", timeout, {"action": action.to_json()})
+
+    def inject(self, event: Input) -> None:
+        self._json("POST", "/input", self.timeout, {"input": input_to_json(event)})
 
     def observe(self, settle: bool = True) -> Observation:
         path = f"/observe?settle={int(settle)}"

@@ -79,12 +79,74 @@ class Observation:
     frame: Any = None
 
 
+@dataclass(frozen=True)
+class PointerInput:
+    """A person's pointer as one RFB PointerEvent gives it: where, and which buttons are held
+    (bit n is button n + 1: 1 left, 2 middle, 4 right, 8 to 64 the wheel)."""
+
+    x: int
+    y: int
+    buttons: int
+
+
+@dataclass(frozen=True)
+class KeyInput:
+    """A person's key as one RFB KeyEvent gives it: its keysym, pressed or released."""
+
+    keysym: int
+    down: bool
+
+
+@dataclass(frozen=True)
+class ClipboardInput:
+    """Text a person's client puts on the desktop's clipboard (RFB ClientCutText)."""
+
+    text: str
+
+
+Input = PointerInput | KeyInput | ClipboardInput
+# The most clipboard text one input may carry, in UTF-8 bytes: a paste, not a file transfer.
+MAX_CLIPBOARD_BYTES = 64 * 1024
+
+
+def input_to_json(event: Input) -> dict[str, Any]:
+    if isinstance(event, PointerInput):
+        return {"pointer": [event.x, event.y, event.buttons]}
+    if isinstance(event, KeyInput):
+        return {"key": [event.keysym, event.down]}
+    return {"clipboard": event.text}
+
+
+def input_from_json(data: Any) -> Input:
+    """An input from its JSON; ``ValueError`` for anything else, before anything happens."""
+    if not isinstance(data, dict) or len(data) != 1:
+        raise ValueError("an input is one of pointer, key or clipboard")
+    ((kind, value),) = data.items()
+    if kind == "pointer" and isinstance(value, list) and len(value) == 3:
+        x, y, buttons = value
+        if all(type(n) is int for n in value) and 0 <= buttons < 256:
+            return PointerInput(x, y, buttons)
+    elif kind == "key" and isinstance(value, list) and len(value) == 2:
+        keysym, down = value
+        if type(keysym) is int and 0 <= keysym < 2**32 and type(down) is bool:
+            return KeyInput(keysym, down)
+    elif kind == "clipboard" and isinstance(value, str):
+        if len(value.encode()) > MAX_CLIPBOARD_BYTES:
+            raise ValueError(f"clipboard text over {MAX_CLIPBOARD_BYTES} bytes")
+        return ClipboardInput(value)
+    raise ValueError(f"not an input: {kind!r}")
+
+
 class DesktopControl(Protocol):
     """Acts on one running desktop."""
 
     def execute(self, action: Action) -> None: ...
 
     def observe(self, settle: bool = True) -> Observation: ...
+
+    def inject(self, event: Input) -> None:
+        """Pass one input of a person driving the desktop (a recorded demonstration's)."""
+        ...
 
     def launch(
         self, argv: list[str], window_timeout: float = 0.0, window_title: str = ""

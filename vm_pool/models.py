@@ -150,19 +150,93 @@ class Desktop(models.Model):
         return f"desktop {self.pk} {where} on {self.host} ({self.status})"
 
 
+class Recording(models.Model):
+    """A person driving one desktop through a control stream: the recording gate writes each
+    of their inputs here before the desktop gets it (``vm_pool.recording.gate``).
+
+    It belongs to one lease of one desktop generation; input passes only while it is open
+    (``ended_at`` empty), the desktop is leased to its user under ``lease_ref`` and the lease has
+    not lapsed. What it is for is the caller's (an episode's demonstration, say).
+    """
+
+    desktop = models.ForeignKey(
+        Desktop, null=True, on_delete=models.SET_NULL, related_name="recordings"
+    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    generation = models.PositiveIntegerField()
+    lease_ref = models.CharField(max_length=64)
+    started_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    # Why the gate stopped passing input before the recording was ended, if it did: a write
+    # that failed, input over its rate, a clipboard over its size, a lease that lapsed.
+    refusals = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return f"recording {self.pk} of desktop {self.desktop_id} by {self.user_id}"
+
+
+class InputKind(models.TextChoices):
+    POINTER = "pointer"
+    KEY = "key"
+    CLIPBOARD = "clipboard"
+
+
+class RecordedInput(models.Model):
+    """One input as the person's client sent it (RFB PointerEvent, KeyEvent, ClientCutText),
+    written before the desktop got it; ``frame`` is the screen just before it, grabbed for an
+    input that may begin an action."""
+
+    recording = models.ForeignKey(Recording, on_delete=models.CASCADE, related_name="inputs")
+    index = models.PositiveIntegerField()
+    at = models.FloatField(help_text="Seconds since the recording started, as the input came.")
+    kind = models.CharField(max_length=16, choices=InputKind.choices)
+    x = models.IntegerField(null=True, blank=True)
+    y = models.IntegerField(null=True, blank=True)
+    buttons = models.PositiveSmallIntegerField(null=True, blank=True)
+    keysym = models.BigIntegerField(null=True, blank=True)
+    down = models.BooleanField(null=True, blank=True)
+    text = models.TextField(blank=True)
+    frame = models.ForeignKey(
+        Screenshot, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["recording", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["recording", "index"], name="recorded_input_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"input {self.index} of recording {self.recording_id}"
+
+
 class StreamToken(models.Model):
-    """A short-lived ticket that lets one user open one VNC stream of one desktop generation."""
+    """A short-lived ticket that lets one user open one VNC stream of one desktop generation;
+    a control stream's also names the recording its input goes through."""
 
     token_hash = models.CharField(max_length=64, unique=True)
     desktop = models.ForeignKey(Desktop, on_delete=models.CASCADE, related_name="stream_tokens")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     generation = models.PositiveIntegerField()
     view_only = models.BooleanField(default=True)
+    recording = models.ForeignKey(
+        Recording, null=True, blank=True, on_delete=models.CASCADE, related_name="tokens"
+    )
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField()
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(view_only=True, recording__isnull=True)
+                | Q(view_only=False, recording__isnull=False),
+                name="stream_control_is_recorded",
+            )
+        ]
 
     def __str__(self) -> str:
         mode = "view-only" if self.view_only else "control"

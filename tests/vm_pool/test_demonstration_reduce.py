@@ -1,8 +1,10 @@
 """A person's raw VNC input reduced to steps of the action space (``vm_pool.recording.reduce``):
 each rule of the module, and the event each step starts at."""
 
+import random
+
 from vm_pool.actions import Action
-from vm_pool.recording.reduce import Event, Key, Pointer, reduce_events
+from vm_pool.recording.reduce import Event, Key, Pointer, StepStarts, reduce_events
 
 A, BACKSPACE, ENTER, TAB, CTRL, SHIFT, ESC = 0x61, 0xFF08, 0xFF0D, 0xFF09, 0xFFE3, 0xFFE1, 0xFF1B
 
@@ -150,3 +152,67 @@ def test_every_step_is_a_valid_action_of_the_space():
     person = Input().click(5, 5).wheel(5, 5).type("x").press(CTRL, ord("c"))
     for step in reduce_events(person.events).steps:
         assert Action.from_json(step.action.to_json()) == step.action
+
+
+def test_a_hotkey_and_a_run_typed_with_shift_begin_at_their_first_modifier_press():
+    person = Input().click(5, 5)
+    ctrl = len(person.events)
+    person.press(CTRL, A)
+    shift = len(person.events)
+    person.at += 0.01
+    person.events.append(Key(person.at, SHIFT, True))
+    person.type("HI")
+    person.events.append(Key(person.at + 0.01, SHIFT, False))
+    steps = reduce_events(person.events).steps
+    assert [s.action.to_json() for s in steps][1:] == [
+        {"type": "hotkey", "keys": ["ctrl", "a"]},
+        {"type": "type", "content": "HI"},
+    ]
+    assert [s.first_event for s in steps][1:] == [ctrl, shift]
+
+
+def starts_of(events: list[Event]) -> list[int]:
+    gate = StepStarts()
+    return [index for index, event in enumerate(events) if gate.add(event)]
+
+
+def test_the_gate_grabs_before_each_step_s_first_event_and_not_inside_a_typing_run():
+    person = Input().move(40, 40).click(50, 50).type("hello world").press(ENTER)
+    starts = starts_of(person.events)
+    first_events = [s.first_event for s in reduce_events(person.events).steps]
+    assert first_events == [starts[0], starts[1]]  # the click's press, the run's first key
+    assert len(starts) == 2  # the other ten keys of the run and Enter pass without a grab
+
+    for seed in range(200):
+        rng = random.Random(seed)
+        session = Input()
+        for _ in range(rng.randint(1, 25)):
+            x, y = rng.randint(0, 600), rng.randint(0, 400)
+            match rng.randrange(9):
+                case 0:
+                    session.move(x, y).click(x, y)
+                case 1:
+                    session.click(x, y).wait(rng.choice((0.05, 0.8))).click(
+                        x + rng.randint(0, 9), y
+                    )
+                case 2:
+                    session.move(x, y, 1).move(x + rng.randint(0, 80), y + 40, 1).move(x, y)
+                case 3:
+                    for _ in range(rng.randint(1, 12)):
+                        session.wheel(x + rng.randint(0, 30), y, rng.choice((8, 16, 32)))
+                        session.wait(rng.choice((0.01, 0.3, 1.5)))
+                case 4:
+                    session.type(rng.choice(("abc", "x y", "42")))
+                case 5:
+                    session.press(rng.choice((CTRL, SHIFT)), rng.choice((A, TAB, ESC)))
+                case 6:
+                    session.press(rng.choice((BACKSPACE, ENTER, TAB, ESC)))
+                case 7:
+                    session.click(x, y, rng.choice((2, 4)))
+                case 8:
+                    session.events.append(Key(session.at, SHIFT, True))
+                    session.type("Ab")
+                    session.events.append(Key(session.at + 0.01, SHIFT, False))
+        starts = set(starts_of(session.events))
+        for step in reduce_events(session.events).steps:
+            assert step.first_event in starts, (seed, step)

@@ -57,6 +57,7 @@ from urllib.parse import parse_qs, urlparse
 
 from vm_pool.agent.files import SCRATCH, PathRefused, read_inside, write_inside
 from vm_pool.agent.windows import wait_for_window_manager
+from vm_pool.desktop import ClipboardInput, input_from_json
 
 # A loaded machine's Xvfb has been seen not to answer within 10 s; the platform's own start
 # deadline (60 s by default) bounds the whole start.
@@ -263,6 +264,17 @@ class Desktop:
             time.sleep(WINDOW_POLL_S)
         return {"pid": process.pid, "window": False}
 
+    def inject(self, data: Any) -> None:
+        """Pass one input of a person driving the desktop, which the platform recorded first."""
+        event = input_from_json(data)
+        if isinstance(event, ClipboardInput):
+            # xclip stays behind to serve the selection: it must not hold the output pipes.
+            script = 'printf %s "$1" | xclip -selection clipboard -i >/dev/null 2>&1'
+            self.run(["sh", "-c", script, "sh", event.text], timeout=10)
+            return
+        with self.lock:
+            self.control().inject(event)
+
     def titles(self, windows: set[int]) -> list[str]:
         """The titles of these windows (EWMH ``_NET_WM_NAME``, else ``WM_NAME``)."""
         from Xlib import X, error
@@ -448,6 +460,9 @@ def make_handler(desktop: Desktop) -> type[BaseHTTPRequestHandler]:
                     self._json(HTTPStatus.OK, {"path": desktop.put_file(body["path"], data)})
                 elif self.path == "/devtools":
                     self._json(HTTPStatus.OK, _devtools(body))
+                elif self.path == "/input":
+                    desktop.inject(body["input"])
+                    self._json(HTTPStatus.OK, {})
                 elif self.path == "/execute":
                     action = Action.from_json(body["action"])
                     with desktop.lock:

@@ -28,11 +28,13 @@ from Xlib.error import ConnectionClosedError, DisplayError, XError
 from vm_pool.actions import Action, ActionType
 from vm_pool.agent_client import AgentClient
 from vm_pool.desktop import (
+    ClipboardInput,
     CommandResult,
     DesktopError,
     DesktopSpec,
     Endpoint,
     Health,
+    Input,
     Launched,
     Observation,
 )
@@ -134,6 +136,20 @@ class LocalControl:
                 self._disconnect(error)
                 raise DesktopError(
                     f"desktop {self.desktop_id}: its screen at {self.display} cannot be read "
+                    f"({_describe(error)})"
+                ) from error
+
+    def inject(self, event: Input) -> None:
+        if isinstance(event, ClipboardInput):
+            self.agent.inject(event)
+            return
+        with self._serialised():
+            try:
+                self._connection().inject(event)
+            except X_CONNECTION_ERRORS as error:
+                self._disconnect(error)
+                raise DesktopError(
+                    f"desktop {self.desktop_id}: its X connection failed passing an input "
                     f"({_describe(error)})"
                 ) from error
 

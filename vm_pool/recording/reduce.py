@@ -28,8 +28,10 @@ pressed or released). The rules, in the spirit of AgentNet's reducer:
   of itself, with Shift when it is held. Releases and modifiers alone make no step.
 - **Time.** A pause makes no step (no ``wait``): only input does.
 
-Each step names the index of the first event that belongs to it (``first_event``): the screen
-the person acted on is the one before that event reached the desktop.
+Each step names the index of the first event that belongs to it (``first_event``): the press
+that began it, or for a hotkey or a run typed with Shift the modifier pressed first. The screen
+the person acted on is the one before that event reached the desktop: the recording gate grabs
+it before every input that ``StepStarts`` says may begin a step, a superset of these.
 """
 
 from dataclasses import dataclass, field
@@ -139,6 +141,9 @@ class _Reducer:
         self.text_from = 0
         self.wheel: tuple[Direction, tuple[int, int], float, int, int] | None = None
         self.held: set[str] = set()
+        # The first modifier pressed since the last step, while one is held: a hotkey's (or a
+        # Shift run's) first event.
+        self.chord_from: int | None = None
 
     def run(self, events: list[Event]) -> Reduced:
         for index, event in enumerate(events):
@@ -155,6 +160,7 @@ class _Reducer:
     def add(self, action: Action, first_event: int) -> None:
         self.out.steps.append(Demonstrated(action, first_event))
         self.last_click = None
+        self.chord_from = None
 
     def end_text(self) -> None:
         """The run typed so far as one ``type`` (as several, past ``MAX_CONTENT_CHARS``)."""
@@ -172,6 +178,7 @@ class _Reducer:
             self.wheel = None
 
     def hotkey(self, name: str, index: int) -> None:
+        first = self.chord_from if self.chord_from is not None else index
         self.end_text()
         self.end_wheel()
         keys = tuple(m for m in MODIFIER_ORDER if m in self.held) + (name,)
@@ -180,7 +187,7 @@ class _Reducer:
         except InvalidAction as error:
             self.out.skipped.append(f"the keys {'+'.join(keys)}: {error}")
             return
-        self.add(action, index)
+        self.add(action, first)
 
     # --- the pointer -------------------------------------------------------------------------
 
@@ -252,7 +259,14 @@ class _Reducer:
     def key(self, event: Key, index: int) -> None:
         modifier = MODIFIERS.get(event.keysym)
         if modifier is not None:
-            (self.held.add if event.down else self.held.discard)(modifier)
+            if event.down:
+                if self.chord_from is None and not (self.text and modifier == "shift"):
+                    self.chord_from = index
+                self.held.add(modifier)
+            else:
+                self.held.discard(modifier)
+                if not self.held:
+                    self.chord_from = None
             return
         if not event.down or event.keysym == ALTGR:
             return
@@ -266,9 +280,11 @@ class _Reducer:
             self.hotkey(name, index)
             return
         if typed is not None:
+            first = self.chord_from if self.chord_from is not None else index
             self.end_wheel()
             if not self.text:
-                self.text_from = index
+                self.text_from = first
+                self.chord_from = None
             self.text.append(typed)
             self.last_click = None
             return
@@ -295,3 +311,57 @@ def _key_name(typed: str | None) -> str | None:
     if typed == " ":
         return "space"
     return typed.lower() if len(typed) == 1 and typed.isascii() and typed.isprintable() else None
+
+
+class StepStarts:
+    """Online, as inputs come: whether each may be the first event of a step, so that the gate
+    grabs the screen before it. Every step's ``first_event`` is such an input; a press that
+    only continues the step already open (a key of a typing run, a wheel click joining its
+    scroll, a key of a chord whose modifier began it) is not, and passes without a grab."""
+
+    def __init__(self) -> None:
+        self._reducer = _Reducer()
+        self._index = 0
+
+    def add(self, event: Event) -> bool:
+        r = self._reducer
+        starts = _may_start(r, event)
+        if isinstance(event, Pointer):
+            r.pointer(event, self._index)
+        else:
+            r.key(event, self._index)
+        self._index += 1
+        return starts
+
+
+def _may_start(r: _Reducer, event: Event) -> bool:
+    if isinstance(event, Pointer):
+        pressed = event.buttons & ~r.buttons
+        if pressed & (LEFT | MIDDLE | RIGHT):
+            return True
+        for bit, direction in WHEEL.items():
+            if pressed & bit:
+                if r.wheel is None:
+                    return True
+                same, point, last, amount, _ = r.wheel
+                joins = (
+                    same == direction
+                    and dist(point, (event.x, event.y)) <= WHEEL_PX
+                    and event.at - last <= WHEEL_GAP_S
+                    and amount < MAX_SCROLL_AMOUNT
+                )
+                if not joins:
+                    return True
+        return False
+    if not event.down:
+        return False
+    modifier = MODIFIERS.get(event.keysym)
+    if modifier is not None:
+        return r.chord_from is None and not (r.text and modifier == "shift")
+    if r.held & {"ctrl", "alt", "super"}:
+        return r.chord_from is None
+    if character(event.keysym) is not None or (
+        NAMED_KEYS.get(event.keysym) in ("backspace", "enter") and r.text
+    ):
+        return not r.text and r.chord_from is None
+    return r.chord_from is None

@@ -56,9 +56,10 @@ AGENT_SOCKET = "agent.sock"
 VNC_SOCKET = "vnc.sock"
 TMP_SIZE = 1024 * 1024 * 1024  # the private /tmp is memory, counted in the memory cgroup too
 PACKAGE = Path(__file__).resolve().parents[1]  # vm_pool, where the agent's modules are
-# What the agent imports of vm_pool: its own package, the action space and the browser's
-# debugging protocol (the capture stack for /observe is the desktop image's).
-AGENT_CODE = ("__init__.py", "devtools.py", "agent", "actions")
+# What the agent imports of vm_pool: its own package, the action space, the records of a
+# desktop's inputs and the browser's debugging protocol (the capture stack for /observe is the
+# desktop image's).
+AGENT_CODE = ("__init__.py", "desktop.py", "devtools.py", "agent", "actions")
 HOST_X11_DIR = Path("/tmp/.X11-unix")
 # The folders of a desktop user's HOME on the systems OSWorld's tasks were written for (a task
 # that puts a file on ~/Desktop finds the folder there).

@@ -29,7 +29,7 @@ from types import TracebackType
 from Xlib.display import Display
 
 from vm_pool.actions import ACTION_TIMEOUT_S, Action, ActionType, Platform
-from vm_pool.desktop import Observation
+from vm_pool.desktop import KeyInput, Observation, PointerInput
 from vm_pool.screen.capture import Frame, PngEncoder, ScreenGrabber
 from vm_pool.screen.settle import (
     DEFAULT_MAX_MS,
@@ -101,6 +101,15 @@ class X11Controller:
             case ActionType.WAIT:
                 time.sleep(self.wait_s)
         self._input.sync()
+
+    def inject(self, event: PointerInput | KeyInput) -> None:
+        """Pass one pointer or key event of a person driving the desktop, as it came."""
+        if isinstance(event, PointerInput):
+            x = min(max(event.x, 0), self.screen.width - 1)
+            y = min(max(event.y, 0), self.screen.height - 1)
+            self._input.pointer_state(x, y, event.buttons & 0x7F)
+        else:
+            self._input.key_state(event.keysym, event.down, time.monotonic() + ACTION_TIMEOUT_S)
 
     def grab_frame(self, cursor: bool = True) -> Frame:
         """The screen as it is now, raw; with the cursor drawn in unless ``cursor`` is False."""

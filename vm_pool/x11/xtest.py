@@ -173,6 +173,7 @@ class XTestInput:
         self._handled_before = 0.0
         self._pings = 0
         self._shift = self._keycode(XK.XK_Shift_L, time.monotonic() + PING_TIMEOUT_S)[0]
+        self._held_buttons = 0  # the RFB button mask a person's events left pressed
 
     # --- pointer ---------------------------------------------------------------------------
 
@@ -198,6 +199,25 @@ class XTestInput:
 
     def scroll(self, point: Point, direction: Direction, amount: int) -> None:
         self.click(point, SCROLL_BUTTONS[direction], count=amount)
+
+    def pointer_state(self, x: int, y: int, buttons: int) -> None:
+        """Put the pointer where a person's RFB pointer event says, with its buttons (RFB's
+        mask: bit n is button n + 1) pressed or released to match."""
+        xtest.fake_input(self.display, X.MotionNotify, x=x, y=y)
+        changed = buttons ^ self._held_buttons
+        for bit in range(8):
+            if changed & (1 << bit):
+                kind = X.ButtonPress if buttons & (1 << bit) else X.ButtonRelease
+                xtest.fake_input(self.display, kind, bit + 1)
+        self._held_buttons = buttons
+        self.display.flush()
+
+    def key_state(self, keysym: int, down: bool, deadline: float) -> None:
+        """Press or release the key of ``keysym``, as a person's RFB key event says. The keysym
+        is already the one the person's held modifiers make, so no Shift is added."""
+        keycode, _ = self._keycode(keysym, deadline)
+        xtest.fake_input(self.display, X.KeyPress if down else X.KeyRelease, keycode)
+        self.display.flush()
 
     # --- keyboard --------------------------------------------------------------------------
 
