@@ -204,8 +204,9 @@ start_app() {
   nohup "$VENV/bin/celery" -A backend beat --loglevel INFO -s "$VAR/run/celerybeat-schedule" \
     >"$VAR/log/beat.log" 2>&1 &
   echo $! >"$VAR/run/beat.pid"
-  # One websockify fronts every desktop's VNC server; stream tokens are looked up in PostgreSQL.
-  nohup "$VENV/bin/websockify" --token-plugin vm_pool.websockify_tokens.TandemTokens \
+  # One websockify fronts every desktop's VNC server; stream tokens are looked up in PostgreSQL,
+  # and a control stream's input goes through the recording gate.
+  nohup "$VENV/bin/python" -m vm_pool.recording.proxy \
     --token-source backend.settings "${TANDEM_WEBSOCKIFY_BIND:-127.0.0.1:6080}" \
     >"$VAR/log/websockify.log" 2>&1 &
   echo $! >"$VAR/run/websockify.pid"

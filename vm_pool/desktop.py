@@ -105,8 +105,9 @@ class ClipboardInput:
 
 
 Input = PointerInput | KeyInput | ClipboardInput
-# The most clipboard text one input may carry, in UTF-8 bytes: a paste, not a file transfer.
-MAX_CLIPBOARD_BYTES = 64 * 1024
+# The most clipboard text one input may carry (RFB sends it as Latin-1, a byte a character):
+# a paste, not a file transfer.
+MAX_CLIPBOARD_CHARS = 64 * 1024
 
 
 def input_to_json(event: Input) -> dict[str, Any]:
@@ -131,8 +132,8 @@ def input_from_json(data: Any) -> Input:
         if type(keysym) is int and 0 <= keysym < 2**32 and type(down) is bool:
             return KeyInput(keysym, down)
     elif kind == "clipboard" and isinstance(value, str):
-        if len(value.encode()) > MAX_CLIPBOARD_BYTES:
-            raise ValueError(f"clipboard text over {MAX_CLIPBOARD_BYTES} bytes")
+        if len(value) > MAX_CLIPBOARD_CHARS:
+            raise ValueError(f"clipboard text over {MAX_CLIPBOARD_CHARS} characters")
         return ClipboardInput(value)
     raise ValueError(f"not an input: {kind!r}")
 

@@ -1,9 +1,9 @@
 """websockify's token plugin: the token in a stream URL → the VNC address of its desktop.
 
-One websockify process serves every desktop::
+One websockify process serves every desktop (``vm_pool.recording.proxy``, which passes a
+control stream's input through the recording gate)::
 
-    websockify --token-plugin vm_pool.websockify_tokens.TandemTokens \\
-        --token-source backend.settings 127.0.0.1:6080
+    python -m vm_pool.recording.proxy 127.0.0.1:6080
 
 ``--token-source`` names the Django settings module; without it, ``DJANGO_SETTINGS_MODULE`` or
 ``backend.settings``.
@@ -32,12 +32,24 @@ class TandemTokens(BasePlugin):
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", DEFAULT_SETTINGS)
         django.setup()
 
+    # The recording a control token's connection goes through the gate for; None for a
+    # view-only one. websockify looks one token up in each connection's own child process.
+    recording_id: int | None = None
+
     def lookup(self, token: str) -> tuple[str, int | str] | None:
         from django.db import connection
 
-        from vm_pool.streaming import resolve_stream_token  # needs the app registry: after setup
+        # Imported here: it needs the app registry, set up in __init__.
+        from vm_pool.streaming import resolve_control_token, resolve_stream_token
 
         try:
-            return resolve_stream_token(token)
+            target = resolve_stream_token(token)
+            if target is not None:
+                return target
+            control = resolve_control_token(token)
+            if control is None:
+                return None
+            target, self.recording_id = control
+            return target
         finally:
             connection.close()

@@ -250,8 +250,8 @@ def test_beat_runs_the_schedule(services):
 
 def test_websockify_looks_stream_tokens_up_in_the_platform_database(services):
     words = command_words(services["websockify"])
-    assert words[0] == "websockify"
-    assert words[words.index("--token-plugin") + 1] == "vm_pool.websockify_tokens.TandemTokens"
+    assert words[:3] == ["python", "-m", "vm_pool.recording.proxy"]
+    assert words[words.index("--token-source") + 1] == "backend.settings"
     assert environment_of(services["websockify"]) == environment_of(services["web"])
 
 

@@ -11,7 +11,8 @@ The rules, each named in the message of an import that breaks it:
   ``annotation``'s ``models`` 0, ``projects`` 1, ``episodes`` 2, ``rollouts`` and ``datasets`` 3,
   ``flywheel`` 4; ``vm_pool``'s action space and records at the bottom, the pool on top.
 - **faces**: no domain module imports a face (``jobs``, ``admin``, ``api``, ``serializers``,
-  ``consumers``, ``management``, ``demo``, the stream's views and websockify's plugin). Faces
+  ``consumers``, ``management``, ``demo``, the stream's views, websockify's plugin and its
+  proxy with the recording gate). Faces
   import anything below them.
 - **circles**: no module reaches itself through imports, at any level of the code.
 - **lazy**: an app module is imported inside a function only where ``LAZY`` says why.
@@ -35,12 +36,12 @@ FLOORS = {
     "annotation": {"models": 0, "projects": 1, "episodes": 2, "rollouts": 3, "datasets": 3,
                    "flywheel": 4},
     # The environment: records and the action space at the bottom, the pool on top.
-    "vm_pool": {"actions": 0, "devtools": 0, "models": 0, "desktop": 1, "recording": 1, "screen": 2,
-                "sandbox": 2, "task_files": 2, "x11": 3, "setup": 3, "agent": 4, "evaluation": 4,
-                "agent_client": 5, "providers": 6, "pool": 7},
+    "vm_pool": {"actions": 0, "devtools": 0, "models": 0, "desktop": 1, "screen": 2,
+                "sandbox": 2, "task_files": 2, "x11": 3, "setup": 3, "recording": 3, "agent": 4,
+                "evaluation": 4, "agent_client": 5, "providers": 6, "pool": 7},
 }  # fmt: skip
 FACE_NAMES = {"jobs", "admin", "apps", "api", "serializers", "consumers", "model_api"}
-FACE_PARTS = {"management", "demo", "streaming", "websockify_tokens"}
+FACE_PARTS = {"management", "demo", "streaming", "websockify_tokens", "proxy"}
 KERNEL_FACES = {"backend.urls", "backend.routing", "backend.asgi", "backend.wsgi"}
 # Imports inside a function, where they stay and why (module, imported module).
 LAZY = {
@@ -66,6 +67,12 @@ LAZY = {
     ("vm_pool.setup.base", "vm_pool.screen.compare"): "weight: numpy and the PNG decoder",
     ("vm_pool.setup.base", "vm_pool.screen.capture"): "weight: the capture's encoder",
     ("vm_pool.websockify_tokens", "vm_pool.streaming"): "needs Django's app registry: after setup",
+    ("vm_pool.recording.proxy", "vm_pool.pool"): "needs Django's app registry: after setup",
+    ("vm_pool.recording.proxy", "vm_pool.models"): "needs Django's app registry: after setup",
+    (
+        "vm_pool.recording.proxy",
+        "vm_pool.recording.gate",
+    ): "needs Django's app registry: after setup",
 }
 
 

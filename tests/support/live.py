@@ -78,9 +78,9 @@ def asgi(host: str, port: int, broker: str = BROKER, channels: str = CHANNELS, *
 def websockify(port: int):
     """The one websockify of a deployment, resolving stream tokens in the test database."""
     command = [
-        str(BIN / "websockify"),
-        "--token-plugin",
-        "vm_pool.websockify_tokens.TandemTokens",
+        str(BIN / "python"),
+        "-m",
+        "vm_pool.recording.proxy",
         "--token-source",
         "backend.settings",
         f"127.0.0.1:{port}",

@@ -7,60 +7,130 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('vm_pool', '0005_task_file_archives'),
+        ("vm_pool", "0005_task_file_archives"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Recording',
+            name="Recording",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('generation', models.PositiveIntegerField()),
-                ('lease_ref', models.CharField(max_length=64)),
-                ('started_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('ended_at', models.DateTimeField(blank=True, null=True)),
-                ('refusals', models.JSONField(blank=True, default=list)),
-                ('desktop', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='recordings', to='vm_pool.desktop')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("generation", models.PositiveIntegerField()),
+                ("lease_ref", models.CharField(max_length=64)),
+                ("started_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("ended_at", models.DateTimeField(blank=True, null=True)),
+                ("refusals", models.JSONField(blank=True, default=list)),
+                (
+                    "desktop",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="recordings",
+                        to="vm_pool.desktop",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-started_at'],
+                "ordering": ["-started_at"],
             },
         ),
         migrations.CreateModel(
-            name='RecordedInput',
+            name="RecordedInput",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('index', models.PositiveIntegerField()),
-                ('at', models.FloatField(help_text='Seconds since the recording started, as the input came.')),
-                ('kind', models.CharField(choices=[('pointer', 'Pointer'), ('key', 'Key'), ('clipboard', 'Clipboard')], max_length=16)),
-                ('x', models.IntegerField(blank=True, null=True)),
-                ('y', models.IntegerField(blank=True, null=True)),
-                ('buttons', models.PositiveSmallIntegerField(blank=True, null=True)),
-                ('keysym', models.BigIntegerField(blank=True, null=True)),
-                ('down', models.BooleanField(blank=True, null=True)),
-                ('text', models.TextField(blank=True)),
-                ('frame', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='vm_pool.screenshot')),
-                ('recording', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='inputs', to='vm_pool.recording')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("index", models.PositiveIntegerField()),
+                (
+                    "at",
+                    models.FloatField(
+                        help_text="Seconds since the recording started, as the input came."
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("pointer", "Pointer"),
+                            ("key", "Key"),
+                            ("clipboard", "Clipboard"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("x", models.IntegerField(blank=True, null=True)),
+                ("y", models.IntegerField(blank=True, null=True)),
+                ("buttons", models.PositiveSmallIntegerField(blank=True, null=True)),
+                ("keysym", models.BigIntegerField(blank=True, null=True)),
+                ("down", models.BooleanField(blank=True, null=True)),
+                ("text", models.TextField(blank=True)),
+                (
+                    "frame",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="vm_pool.screenshot",
+                    ),
+                ),
+                (
+                    "recording",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="inputs",
+                        to="vm_pool.recording",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['recording', 'index'],
+                "ordering": ["recording", "index"],
             },
         ),
         migrations.AddField(
-            model_name='streamtoken',
-            name='recording',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='tokens', to='vm_pool.recording'),
+            model_name="streamtoken",
+            name="recording",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="tokens",
+                to="vm_pool.recording",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='streamtoken',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('recording__isnull', True), ('view_only', True)), models.Q(('recording__isnull', False), ('view_only', False)), _connector='OR'), name='stream_control_is_recorded'),
+            model_name="streamtoken",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("recording__isnull", True), ("view_only", True)),
+                    models.Q(("recording__isnull", False), ("view_only", False)),
+                    _connector="OR",
+                ),
+                name="stream_control_is_recorded",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='recordedinput',
-            constraint=models.UniqueConstraint(fields=('recording', 'index'), name='recorded_input_unique'),
+            model_name="recordedinput",
+            constraint=models.UniqueConstraint(
+                fields=("recording", "index"), name="recorded_input_unique"
+            ),
         ),
     ]
