@@ -13,6 +13,7 @@ PREPARE_EPISODE = "annotation.jobs.prepare_episode"
 EXECUTE_STEP = "annotation.jobs.execute_step"
 EVALUATE_EPISODE = "annotation.jobs.evaluate_episode"
 RUN_ROLLOUT = "annotation.jobs.run_rollout"
+DEMONSTRATION_ENDED = "annotation.jobs.demonstration_ended"
 # On a fixed queue.
 PROPOSE_STEP = "annotation.jobs.propose_step"
 RETURN_LAPSED_LEASES = "annotation.jobs.return_lapsed_leases"

@@ -17,6 +17,7 @@ from annotation.api import (
     TaskViewSet,
 )
 from annotation.datasets.api import ExportViewSet
+from annotation.episodes.api import ControlStreamView, DemonstrationView, ThoughtView
 from annotation.flywheel.api import (
     AcceptanceView,
     FlywheelView,
@@ -87,6 +88,31 @@ urlpatterns = [
         "api/projects/<int:pk>/validation/",
         ValidationSettingsView.as_view(),
         name="project-validation",
+    ),
+    path(
+        "api/episodes/<int:pk>/take-over/",
+        DemonstrationView.as_view(operation="take-over"),
+        name="episode-take-over",
+    ),
+    path(
+        "api/episodes/<int:pk>/hand-back/",
+        DemonstrationView.as_view(operation="hand-back"),
+        name="episode-hand-back",
+    ),
+    path(
+        "api/episodes/<int:pk>/finish-demonstration/",
+        DemonstrationView.as_view(operation="finish-demonstration"),
+        name="episode-finish-demonstration",
+    ),
+    path(
+        "api/episodes/<int:pk>/control-stream/",
+        ControlStreamView.as_view(),
+        name="episode-control-stream",
+    ),
+    path(
+        "api/episodes/<int:pk>/steps/<int:index>/thought/",
+        ThoughtView.as_view(),
+        name="episode-step-thought",
     ),
     path("api/", include(router.urls)),
     path("api/me/", MeView.as_view(), name="me"),

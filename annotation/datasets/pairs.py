@@ -25,6 +25,13 @@ Rules, exactly:
   is no valid proposal, when τ+1 was not decided or lies outside the usable steps, or when τ+1 is
   itself an ``error_kept`` (a kept error is never a target). A corrected reflective step gives
   this pair only, never an error-correction pair as well: it would be the same pair twice.
+- **Demonstrated steps** (``annotation.episodes.demonstrations``) are SFT samples (kind
+  ``demonstrated``), like corrected ones. The first step of a take over begun over a valid
+  proposal (the step's ``chosen_proposal``) is an error-correction pair with that proposal
+  rejected; no other demonstrated step has a rejected side, and none is invented. With
+  ``require_approved_thoughts``, an episode with a demonstrated step whose thought is empty or
+  a model's unapproved draft is left out; with ``require_replay``, one whose replay check did
+  not find it replaying (each a counted reason).
 - **SFT samples**: context → completion = the final step, for every corrected step (kind
   ``corrected``) and every reflective step, the step right after an ``error_kept`` (kind
   ``reflection``, whatever its own decision, unless it is itself an ``error_kept``); accepted
@@ -82,7 +89,7 @@ from model_serving.proposers.base import IMAGE_WINDOW
 from vm_pool.actions import Action, ScreenSize
 
 ReviewStatus = Literal["accepted", "rejected", "unreviewed", "any"]
-SftKind = Literal["corrected", "reflection", "accepted", "rollout"]
+SftKind = Literal["corrected", "reflection", "accepted", "rollout", "demonstrated"]
 Source = Literal["interactive", "rollout"]
 
 DEFAULT_CHUNK_SIZE = 50
@@ -97,6 +104,8 @@ REJECTED_WITHOUT_PREFIX = "episode rejected without a first wrong step"
 HELD_OUT = "episode held out for evaluation"
 NO_DECIDED_STEP = "episode without a decided step"
 NO_VISIBLE_EFFECT = "step whose action had no visible effect"
+THOUGHTS_NOT_APPROVED = "demonstration with a thought not written or approved by a person"
+NOT_REPLAYED = "demonstration whose replay check did not pass"
 
 
 # --- records -------------------------------------------------------------------------------
@@ -195,6 +204,10 @@ class Filters:
     # Leave out, as targets, steps whose action changed nothing it was meant to change
     # (``Step.no_visible_effect``); they stay in later steps' history, where they happened.
     drop_no_visible_effect: bool = False
+    # Leave out episodes with demonstrated steps whose thoughts are not all a person's (written,
+    # or a draft approved), or whose replay check did not find them replaying.
+    require_approved_thoughts: bool = False
+    require_replay: bool = False
 
 
 @dataclass
@@ -238,6 +251,10 @@ def iter_samples(
                 on_episode(episode.id)
             if episode.id in held_out:
                 tally.skipped[HELD_OUT] += 1
+                continue
+            refused = _demonstration_refused(episode, finals[episode.id], filters)
+            if refused:
+                tally.skipped[refused] += 1
                 continue
             if kind == DatasetExport.Kind.CT:
                 if not finals[episode.id]:  # nothing was done: no trajectory to learn from
@@ -310,6 +327,7 @@ _EPISODE_COLUMNS = (
     "review_verdict",
     "review_first_wrong_step",
     "task_success",
+    "replay_check",
 )
 _STEP_COLUMNS = (
     "pk",
@@ -347,6 +365,7 @@ class _EpisodeRow:
     review_verdict: str | None
     review_first_wrong_step: int | None
     task_success: float | None
+    replay_check: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,6 +388,7 @@ class _Final:
     chosen_proposal_id: int | None
     proposals: list[_ProposalRow]  # by rank; read for pairs only
     no_visible_effect: bool = False
+    drafted: bool = False  # its thought is a model's draft no person approved yet
 
     def target(self) -> StepTarget:
         return StepTarget(self.turn.thought, self.turn.action_json, self.turn.action_text)
@@ -386,10 +406,10 @@ def _read_finals(ids: list[int], with_proposals: bool) -> dict[int, list[_Final]
     # whatever the size of the tables.
     of_steps = _AnyOf(F("step_id"), Value([step[0] for step in steps]))
     latest_revision = {
-        step_id: (decision, thought, action)  # by number: the last one read is the latest
-        for step_id, decision, thought, action in StepRevision.objects.filter(of_steps)
+        step_id: (decision, thought, action, drafted_by)  # by number: the last read is latest
+        for step_id, decision, thought, action, drafted_by in StepRevision.objects.filter(of_steps)
         .order_by("step_id", "number")
-        .values_list("step_id", "decision", "final_thought", "final_action")
+        .values_list("step_id", "decision", "final_thought", "final_action", "drafted_by")
     }
     proposals: dict[int, list[_ProposalRow]] = defaultdict(list)
     if with_proposals:
@@ -414,8 +434,9 @@ def _read_finals(ids: list[int], with_proposals: bool) -> dict[int, list[_Final]
         height,
         inert,
     ) in steps:
+        drafted_by = ""
         if step_id in latest_revision:
-            decision, thought, action = latest_revision[step_id]
+            decision, thought, action, drafted_by = latest_revision[step_id]
         assert action is not None  # decided steps always have one
         screen = screens.setdefault((width, height), ScreenSize(width, height))
         turn = HistoryTurn(
@@ -427,7 +448,9 @@ def _read_finals(ids: list[int], with_proposals: bool) -> dict[int, list[_Final]
             action_json=action,
             action_text=Action.from_json(action).to_text(),
         )
-        finals[episode_id].append(_Final(turn, chosen, proposals.get(step_id, []), inert))
+        finals[episode_id].append(
+            _Final(turn, chosen, proposals.get(step_id, []), inert, bool(drafted_by))
+        )
     return finals
 
 
@@ -452,7 +475,23 @@ def _model_proposal(final: _Final) -> _ProposalRow | None:
     picked = next((p for p in final.proposals if p.id == final.chosen_proposal_id), None)
     if picked is not None and picked.is_valid:
         return picked
+    if final.turn.decision == Decision.DEMONSTRATED:
+        return None  # only the proposal on screen when the person took over is its rejected
     return next((p for p in final.proposals if p.is_valid), None)
+
+
+def _demonstration_refused(episode: _EpisodeRow, finals: list[_Final], filters: Filters) -> str:
+    """Why an episode with demonstrated steps is left out under the filters, if it is."""
+    shown = [f for f in finals if f.turn.decision == Decision.DEMONSTRATED]
+    if not shown:
+        return ""
+    if filters.require_approved_thoughts and any(
+        f.drafted or not f.turn.thought.strip() for f in shown
+    ):
+        return THOUGHTS_NOT_APPROVED
+    if filters.require_replay and (episode.replay_check or {}).get("status") != "replays":
+        return NOT_REPLAYED
+    return ""
 
 
 def _usable_steps(episode: _EpisodeRow, finals: list[_Final], tally: Tally) -> int:
@@ -494,10 +533,15 @@ def _step_records(
                 context = _context(episode, turns, at)
                 step_index = final.turn.step_index
                 yield SftSample(episode.id, step_index, context, final.target(), sft_kind)
-        elif after_error or decision == Decision.CORRECTED:
+        elif after_error or decision == Decision.CORRECTED or _took_over(final):
             pair = _pair(episode, turns, at, final, after_error, tally)
             if pair is not None:
                 yield pair
+
+
+def _took_over(final: _Final) -> bool:
+    """A demonstrated step the person began over the model's proposal (a take over)."""
+    return final.turn.decision == Decision.DEMONSTRATED and final.chosen_proposal_id is not None
 
 
 def _sft_kind(
@@ -511,6 +555,8 @@ def _sft_kind(
         return "reflection"
     if decision == Decision.CORRECTED:
         return "corrected"
+    if decision == Decision.DEMONSTRATED:
+        return "demonstrated"
     return "accepted" if include_accepted else None
 
 

@@ -33,11 +33,20 @@ from annotation.episodes.ownership import (
     desktop_lease_seconds,
     owns_desktop,
 )
-from annotation.models import Episode, EpisodeMode, EpisodeOutcome, Task, TaskEvent, TaskStatus
+from annotation.models import (
+    Demonstration,
+    Episode,
+    EpisodeMode,
+    EpisodeOutcome,
+    Task,
+    TaskEvent,
+    TaskStatus,
+)
 from annotation.projects import queue
 from backend.accounts.models import User
 from backend.notifications import notify_user
 from vm_pool import pool
+from vm_pool.recording.gate import end_recording
 
 # --- ending --------------------------------------------------------------------------------
 
@@ -52,6 +61,10 @@ def end_episode(episode_id: int, outcome: str, reason: str) -> bool:
         episode.outcome = outcome
         episode.end_reason = reason[:300]
         episode.save(update_fields=["ended_at", "outcome", "end_reason"])
+        # A person driving the desktop stops here: the gate passes nothing more of theirs.
+        for driving in Demonstration.objects.filter(episode=episode, ended_at__isnull=True):
+            end_recording(driving.recording_id)
+            Demonstration.objects.filter(pk=driving.pk).update(ended_at=episode.ended_at)
         if scoring.scores(episode, outcome):
             scoring.start(episode)  # it releases the desktop once the score is stored
         elif episode.desktop_id is not None:

@@ -40,7 +40,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from annotation.episodes import decision_rules, observations, replay
+from annotation.episodes import decision_rules, demonstrations, observations, replay
 from annotation.episodes.events import proposal_json, tell
 from annotation.episodes.leases import end_episode, refuse_without_desktop, resume, unpause
 from annotation.episodes.ownership import (
@@ -120,7 +120,11 @@ def start_episode(user: User, projects: Any) -> Episode:
     with transaction.atomic():
         desktop = pool.lease_desktop(template, user, f"task:{task.pk}", desktop_lease_seconds())
         episode = Episode.objects.create(
-            task=task, annotator=user, desktop=desktop, desktop_generation=desktop.generation
+            task=task,
+            annotator=user,
+            desktop=desktop,
+            desktop_generation=desktop.generation,
+            demonstration=(task.demonstrate or project.demonstrate) and task.branch_of_id is None,
         )
         versions.assign_version(episode, project)
         send_after_commit(PREPARE_EPISODE, [episode.pk], host_queue(desktop.host))
@@ -150,6 +154,9 @@ def prepare_episode(episode_id: int) -> None:
     if episode.task.branch_of_id is not None:
         # a rollout's steps, up to its wrong one
         replay.replay(episode, done.control, done.observation)
+        return
+    if episode.demonstration:  # the person drives from the first screen; no model proposes
+        demonstrations.begin(episode, done.observation)
         return
     observations.store(episode.pk, 1, done.observation, done.control)
 
@@ -193,6 +200,8 @@ def decide(
             raise EpisodeError("A rollout's steps run as its model proposes them; nobody decides.")
         if episode.paused_at is not None:  # the annotator is back
             unpause(episode)
+        if demonstrations.open_demonstration(episode) is not None:
+            raise EpisodeError("You are driving the desktop: hand back before deciding a step.")
         step = episode.steps.filter(index=step_index).select_related("observation").first()
         latest = episode.steps.order_by("-index").values_list("index", flat=True).first()
         final_thought, final_action, chosen = _final_step(
@@ -352,6 +361,8 @@ def resume_if_stalled(episode_id: int, now: Any = None) -> bool:
     if last is None:
         send_after_commit(PREPARE_EPISODE, [episode.pk], _host_queue_of(episode))
         return True
+    if episode.demonstration or demonstrations.is_driving(episode.pk):
+        return False  # a person drives: nothing for the model to do
     if last.decided_at is not None and (last.final_action or {}).get("type") not in ENDING_ACTIONS:
         if last.executing_since and now - last.executing_since < EXECUTION_EXPIRES:
             return False  # its job is still running the action
@@ -392,6 +403,7 @@ def episode_state(episode: Episode) -> dict[str, Any]:
     open_step = (
         steps[-1]["step"] if steps and not steps[-1]["decision"] and not episode.ended_at else None
     )
+    driving = demonstrations.open_demonstration(episode)
     return {
         "episode": episode.pk,
         "task": {
@@ -409,4 +421,6 @@ def episode_state(episode: Episode) -> dict[str, Any]:
         else None,
         "desktop": desktop,
         "branch": replay.state(episode),
+        "demonstration": episode.demonstration,
+        "driving": demonstrations.driving_json(driving) if driving is not None else None,
     }

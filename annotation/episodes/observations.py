@@ -28,7 +28,7 @@ from annotation.episodes.events import tell
 from annotation.episodes.ownership import owns_desktop
 from annotation.episodes.steps import open_step
 from annotation.job_names import PROPOSE_STEP, QUEUES
-from annotation.models import Episode, Proposal, Step
+from annotation.models import Demonstration, Episode, Proposal, Step
 from backend.celery import send_after_commit
 from vm_pool.actions import meant_to_change_screen
 from vm_pool.desktop import Observation
@@ -110,6 +110,8 @@ def reobserve(step_id: int, png: bytes, waited_ms: float) -> bool:
             return False  # decided meanwhile: the change is its action's, not this step's
         if not owns_desktop(episode):
             return False  # someone else's desktop now: their screen is not this step's
+        if Demonstration.objects.filter(episode=episode, ended_at__isnull=True).exists():
+            return False  # the person drives: their input is the step (``demonstrations``)
         if step.reobserved >= MAX_REOBSERVED:
             return False
         if step.observation_id == screenshot.pk:
@@ -122,6 +124,22 @@ def reobserve(step_id: int, png: bytes, waited_ms: float) -> bool:
         step.proposals.update(superseded=True)
         _observed(step, ask=answered)
     return step.reobserved < MAX_REOBSERVED
+
+
+def reobserve_now(step_id: int, observation: Observation, control: Any = None) -> None:
+    """The open step's screen stored again after a person drove the desktop and made no step
+    (``demonstrations``): the proposals made before are superseded and the model asked again."""
+    screenshot = store_screenshot(observation.png)
+    with transaction.atomic():
+        step = Step.objects.select_for_update().get(pk=step_id)
+        if step.decided_at is not None:
+            return
+        step.observation = screenshot
+        step.save(update_fields=["observation"])
+        step.proposals.update(superseded=True)
+        if control is not None and hasattr(control, "grab_frame"):
+            transaction.on_commit(lambda: _watch(step.pk, control, observation))
+        _observed(step)
 
 
 def _observed(step: Step, ask: bool = True) -> None:

@@ -9,6 +9,7 @@ is frozen (a PostgreSQL trigger refuses updates), and a review that changes it w
 from annotation.models.episodes import (
     PEOPLE_DECISIONS,
     Decision,
+    Demonstration,
     Episode,
     EpisodeMode,
     EpisodeOutcome,
@@ -28,6 +29,7 @@ __all__ = [
     "BatchStatus",
     "DatasetExport",
     "Decision",
+    "Demonstration",
     "Episode",
     "EpisodeMode",
     "EpisodeOutcome",

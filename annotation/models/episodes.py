@@ -82,6 +82,12 @@ class Episode(models.Model):
     # A branch task's replay of the rollout's steps (``annotation.episodes.replay``): the rollout,
     # the step handed over, the tolerance and each replayed step's screen difference.
     replay = models.JSONField(default=dict, blank=True)
+    # Demonstrated from its first step: the annotator drives the desktop, no model proposes.
+    demonstration = models.BooleanField(default=False)
+    # A finished demonstration replayed on a fresh desktop with the same setup
+    # (``annotation.episodes.replay_check``): its status, the first step whose screen differs,
+    # and each replayed step's difference.
+    replay_check = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-started_at"]
@@ -108,6 +114,9 @@ class Decision(models.TextChoices):
     CORRECTED = "corrected"
     ERROR_KEPT = "error_kept"
     AUTO = "auto"  # a rollout's step: the model's proposal ran as it was, nobody decided
+    # A person drove the desktop and the step is what their recorded input reduced to
+    # (``annotation.episodes.demonstrations``); its thought comes after, as a revision.
+    DEMONSTRATED = "demonstrated"
 
 
 PEOPLE_DECISIONS = (Decision.ACCEPTED, Decision.CORRECTED, Decision.ERROR_KEPT)
@@ -220,6 +229,9 @@ class StepRevision(models.Model):
     final_action = models.JSONField()
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     note = models.TextField(blank=True)
+    # The model that drafted this thought for ``author`` to check; empty when a person wrote or
+    # approved it. A drafted thought is no person's until a later revision approves it.
+    drafted_by = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -255,3 +267,39 @@ class Review(models.Model):
 
     def __str__(self) -> str:
         return f"{self.verdict} by {self.reviewer_id} for episode {self.episode_id}"
+
+
+class Demonstration(models.Model):
+    """A stretch of an episode a person drove: the whole episode in demonstration mode, or a
+    take over inside an interactive one. Its input went through the recording gate into
+    ``recording``; when it ends, the input is reduced to the steps from ``from_step`` on."""
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="demonstrations")
+    recording = models.OneToOneField(
+        "vm_pool.Recording", on_delete=models.PROTECT, related_name="demonstration"
+    )
+    from_step = models.PositiveIntegerField()
+    # The model's proposal on screen when a take over began: the rejected side of the pair
+    # whose chosen side is the first demonstrated action.
+    over_proposal = models.ForeignKey(
+        Proposal, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    started_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    # Set once its input was reduced: how many steps it made, and the input no action of the
+    # space holds (a middle click, a chord without a key name).
+    steps_made = models.PositiveIntegerField(null=True, blank=True)
+    skipped = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["episode", "started_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["episode"],
+                condition=Q(ended_at__isnull=True),
+                name="one_open_demonstration_per_episode",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"demonstration from step {self.from_step} of episode {self.episode_id}"

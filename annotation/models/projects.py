@@ -46,6 +46,10 @@ class Project(models.Model):
         related_name="projects_b",
     )
     version_b_share = models.FloatField(default=0.0)
+    demonstrate = models.BooleanField(
+        default=False,
+        help_text="Every task is demonstrated: the annotator drives the desktop from the start.",
+    )
     # How autonomous rollouts of this project are validated (annotation/validation.py): the
     # judge model's endpoint, model and threshold, and which parts V(s) requires.
     validation_settings = models.JSONField(default=dict, blank=True)

@@ -37,6 +37,9 @@ class Task(models.Model):
     related_apps = models.JSONField(default=list, blank=True)
     source = models.JSONField(default=dict, blank=True, help_text="The row as it was imported.")
     max_steps = models.PositiveIntegerField(default=30)
+    demonstrate = models.BooleanField(
+        default=False, help_text="Demonstrated: the annotator drives the desktop from the start."
+    )
     priority = models.IntegerField(default=0, help_text="Higher is claimed first.")
     # A branch task (``annotation.episodes.replay``): a rollout's trajectory handed to people from
     # its first wrong step. Its desktop replays the rollout's steps before ``branch_step``.

@@ -235,6 +235,7 @@ def test_a_wrong_import_in_a_scratch_module_breaks_the_build_naming_its_rule(scr
 # What the layout must never change: tables (app label and name) and Celery's job names.
 TABLES = [
     ("annotation.DatasetExport", "annotation_datasetexport"),
+    ("annotation.Demonstration", "annotation_demonstration"),
     ("annotation.Episode", "annotation_episode"),
     ("annotation.Membership", "annotation_membership"),
     ("annotation.Project", "annotation_project"),
@@ -256,6 +257,7 @@ def test_tables_keep_their_app_label_and_names():
 
 JOB_NAMES = [
     "annotation.jobs.build_export",
+    "annotation.jobs.demonstration_ended",
     "annotation.jobs.dispatch_rollouts",
     "annotation.jobs.evaluate_episode",
     "annotation.jobs.evaluate_model_version",

@@ -75,8 +75,9 @@ def asgi(host: str, port: int, broker: str = BROKER, channels: str = CHANNELS, *
     return running(command, {**service_env(host, broker, channels), **extra}, port_open(port))
 
 
-def websockify(port: int):
-    """The one websockify of a deployment, resolving stream tokens in the test database."""
+def websockify(port: int, **extra: str):
+    """The one websockify of a deployment, resolving stream tokens in the test database (with
+    ``extra`` in its environment: a test's own media folder, say)."""
     command = [
         str(BIN / "python"),
         "-m",
@@ -85,7 +86,7 @@ def websockify(port: int):
         "backend.settings",
         f"127.0.0.1:{port}",
     ]
-    return running(command, child_env(), port_open(port))
+    return running(command, child_env(**extra), port_open(port))
 
 
 class Socket:

@@ -8,11 +8,14 @@ Rules:
   lapsed. It reads that state again at least every ``RECHECK_S`` and at the lease's expiry, so
   no input passes after the lease lapsed or the recording ended. The stream then closes.
 - **Written first, fail closed.** Each input is stored (``RecordedInput``) before the desktop
-  gets it; when the write fails, the input does not pass and the stream closes, the failure
-  noted on the recording.
+  gets it, under a lock of its open recording (``end_recording`` takes the same lock): when the
+  write fails or the recording has ended, the input does not pass and the stream closes, the
+  reason noted on the recording.
 - **The screen before the action.** Before an input that may begin a step (``StepStarts``: a
   button press, the first key of a run or a chord), the gate grabs the screen, stores it, and
   only then lets the input through: the frame is the one the person acted on.
+- **As the desktop takes it.** A pointer past the screen's edge is recorded on the edge, and
+  only the buttons X has (1 to 7), as the desktop's control passes them.
 - **Bounded.** Pointer moves with the same buttons pass at most every ``MOVE_INTERVAL_S`` (the
   latest one wins; none is lost before a press or a release). Other inputs pass at most
   ``RATE_PER_S`` a second with a burst of ``BURST``; a client over it is closed with that reason.
@@ -28,7 +31,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from django.db import DatabaseError
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from vm_pool.desktop import (
@@ -58,6 +61,8 @@ class Gate:
         self.recording = recording
         self.control = control
         self._started = recording.started_at
+        desktop = recording.desktop
+        self._screen = (desktop.width, desktop.height) if desktop else (1, 1)
         self._starts = StepStarts()
         self._index = 0
         for _, event in recorded_events(recording):  # a stream opened again goes on
@@ -76,6 +81,11 @@ class Gate:
     def take(self, event: Input) -> None:
         """Record ``event`` and pass it to the desktop; ``GateClosed`` when it may not pass."""
         self._check_open()
+        if isinstance(event, PointerInput):
+            # Recorded where the desktop puts it: a point past the edge is on the edge.
+            x = min(max(event.x, 0), self._screen[0] - 1)
+            y = min(max(event.y, 0), self._screen[1] - 1)
+            event = PointerInput(x, y, event.buttons & 0x7F)
         if isinstance(event, PointerInput) and event.buttons == self._buttons:
             if time.monotonic() - self._last_move < MOVE_INTERVAL_S:
                 self._pending_move = event
@@ -173,7 +183,16 @@ class Gate:
         else:
             row.kind, row.text = InputKind.CLIPBOARD, event.text
         try:
-            row.save(force_insert=True)
+            with transaction.atomic():
+                # Ending a recording locks its row too: once it has ended, nothing more is
+                # written, and so nothing more passes.
+                if (
+                    not Recording.objects.select_for_update()
+                    .filter(pk=self.recording.pk, ended_at__isnull=True)
+                    .exists()
+                ):
+                    raise GateClosed("the recording has ended")
+                row.save(force_insert=True)
         except DatabaseError as error:
             raise GateClosed(f"the recording could not be written, so the input did not pass: "
                              f"{type(error).__name__}") from error  # fmt: skip
@@ -218,3 +237,14 @@ def recorded_events(recording: Recording) -> list[tuple[int, Pointer | Key]]:
     """The recording's pointer and key inputs as the reducer takes them, with their indexes."""
     rows = RecordedInput.objects.filter(recording=recording).exclude(kind=InputKind.CLIPBOARD)
     return [(row.index, _reduce_event(row.at, _input_of(row))) for row in rows.order_by("index")]
+
+
+def end_recording(recording_id: int) -> Recording:
+    """End a recording: from the commit of this on, the gate writes and passes none of its input
+    (the input written before is all there is to reduce)."""
+    with transaction.atomic():
+        recording = Recording.objects.select_for_update().get(pk=recording_id)
+        if recording.ended_at is None:
+            recording.ended_at = timezone.now()
+            recording.save(update_fields=["ended_at"])
+    return recording
