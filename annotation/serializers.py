@@ -344,6 +344,7 @@ class StepRevisionSerializer(serializers.ModelSerializer):
             "final_action_text",
             "author",
             "note",
+            "drafted_by",
             "created_at",
         ]
 
@@ -457,6 +458,8 @@ class EpisodeSerializer(serializers.ModelSerializer):
             "evaluation_status",
             "task_success",
             "evaluation_reason",
+            "demonstration",
+            "replay_check",
         ]
 
     def get_kept_until(self, episode: Episode) -> Any:

@@ -5,7 +5,8 @@
   the model proposes for the screen left; ``POST …/finish-demonstration/`` → 202: the same, then
   a ``finished`` step ends the episode.
 - ``POST /api/episodes/{id}/control-stream/`` → 201 ``{url, token, view_only: false,
-  expires_at}``: the control stream of the open demonstration, through the recording gate.
+  expires_at, last_refusal}``: the control stream of the open demonstration, through the
+  recording gate; ``last_refusal`` says why the gate closed the previous one, if it did.
 - ``PUT /api/episodes/{id}/steps/{index}/thought/`` ``{thought}`` → 200 ``{thought, drafted_by,
   approved}``: the thought of a demonstrated step, or the approval of its draft (the same text).
 
@@ -67,7 +68,8 @@ class ControlStreamView(APIView):
     def post(self, request: Request, pk: int) -> Response:
         episode = _episode(request, pk)
         stream = demonstrations.control_stream(episode.pk, request.user)
-        return Response(StreamSerializer(stream).data, status=status.HTTP_201_CREATED)
+        body = {**StreamSerializer(stream).data, "last_refusal": stream["last_refusal"]}
+        return Response(body, status=status.HTTP_201_CREATED)
 
 
 class ThoughtView(APIView):

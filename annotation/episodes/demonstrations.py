@@ -140,7 +140,11 @@ def control_stream(episode_id: int, user: User) -> dict[str, Any]:
     demonstration = open_demonstration(episode)
     if demonstration is None or episode.ended_at is not None:
         raise DemonstrationRefused("Take over first: the desktop is driven only while recorded.")
-    return open_control_stream(demonstration.recording)
+    stream = open_control_stream(demonstration.recording)
+    refusals = demonstration.recording.refusals
+    # Why the gate closed the last control stream, if it did: the workspace shows it.
+    stream["last_refusal"] = refusals[-1]["reason"] if refusals else None
+    return stream
 
 
 # --- out -----------------------------------------------------------------------------------

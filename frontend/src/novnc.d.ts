@@ -14,5 +14,6 @@ declare module "@novnc/novnc" {
     showDotCursor: boolean;
     background: string;
     disconnect(): void;
+    focus(): void;
   }
 }

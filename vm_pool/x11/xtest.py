@@ -174,6 +174,8 @@ class XTestInput:
         self._pings = 0
         self._shift = self._keycode(XK.XK_Shift_L, time.monotonic() + PING_TIMEOUT_S)[0]
         self._held_buttons = 0  # the RFB button mask a person's events left pressed
+        self._person_shift = False  # the person holds a Shift key
+        self._shifted: set[int] = set()  # keys pressed inside a Shift of the input's own
 
     # --- pointer ---------------------------------------------------------------------------
 
@@ -214,9 +216,21 @@ class XTestInput:
 
     def key_state(self, keysym: int, down: bool, deadline: float) -> None:
         """Press or release the key of ``keysym``, as a person's RFB key event says. The keysym
-        is already the one the person's held modifiers make, so no Shift is added."""
-        keycode, _ = self._keycode(keysym, deadline)
+        is the one the person's keyboard made: a character on a key's shifted level sent while
+        the person holds no Shift (a client that sends characters, not keys) is pressed inside
+        a Shift of its own, so that the desktop gets that character."""
+        keycode, needs_shift = self._keycode(keysym, deadline)
+        if keysym in (XK.XK_Shift_L, XK.XK_Shift_R):
+            self._person_shift = down
+        shifted = needs_shift and not self._person_shift
+        if down and shifted:
+            xtest.fake_input(self.display, X.KeyPress, self._shift)
         xtest.fake_input(self.display, X.KeyPress if down else X.KeyRelease, keycode)
+        if down and shifted:
+            self._shifted.add(keycode)
+        if not down and keycode in self._shifted:
+            self._shifted.discard(keycode)
+            xtest.fake_input(self.display, X.KeyRelease, self._shift)
         self.display.flush()
 
     # --- keyboard --------------------------------------------------------------------------

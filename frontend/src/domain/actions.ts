@@ -49,4 +49,4 @@ export interface Proposal {
 /** A person's decision on a step. */
 export type PeopleDecision = "accepted" | "corrected" | "error_kept";
 /** Any step's decision: "auto" is nobody's (a rollout's model, a branch's replayed steps). */
-export type Decision = PeopleDecision | "auto";
+export type Decision = PeopleDecision | "auto" | "demonstrated";

@@ -100,7 +100,17 @@ export interface Revision {
   final_action_text: string | null;
   author: string;
   note: string;
+  /** The model that drafted this thought; empty when a person wrote or approved it. */
+  drafted_by?: string;
   created_at: string;
+}
+
+/** A finished demonstration replayed on a fresh desktop with the same setup. */
+export interface ReplayCheck {
+  status?: "pending" | "replays" | "diverges" | "failed";
+  first_divergent_step?: number | null;
+  reason?: string;
+  steps?: { step: number; difference: number }[];
 }
 
 export interface Step {
@@ -154,6 +164,10 @@ export interface EpisodeSummary {
   task_success?: number | null;
   /** Why it scored what it did, or why it could not be scored. */
   evaluation_reason?: string;
+  /** Demonstrated from its first step (the annotator drove the desktop). */
+  demonstration?: boolean;
+  /** Its demonstration replayed on a fresh desktop; empty before that. */
+  replay_check?: ReplayCheck;
 }
 
 /** "" when nothing is scored (no evaluator, or no work to score). */

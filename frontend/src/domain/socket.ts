@@ -27,6 +27,17 @@ export interface EpisodeStatePayload {
   paused?: boolean;
   /** A branch task's episode: the rollout it goes on from, the step handed over, the replay. */
   branch?: BranchState | null;
+  /** Demonstrated from its first step: the annotator drives, no model proposes. */
+  demonstration?: boolean;
+  /** The annotator is driving the desktop now (a demonstration, or a take over). */
+  driving?: Driving | null;
+}
+
+/** A stretch the annotator drives: from which step, over which proposal (its rank), if any. */
+export interface Driving {
+  from_step: number;
+  over_proposal: number | null;
+  ended: boolean;
 }
 
 /** How a branch task's desktop replayed the rollout (each step's share of differing pixels). */
@@ -64,6 +75,10 @@ export type ServerEvent =
   | { event: "replayed"; payload: BranchState }
   | { event: "desktop_failed"; payload: { desktop: number; reason: string } }
   | { event: "heartbeat_ack"; payload: Record<string, never> }
+  | { event: "driving"; payload: Driving }
+  | { event: "handed_back"; payload: Driving }
+  | { event: "finishing"; payload: Driving }
+  | { event: "demonstrated"; payload: { from_step: number; steps: number; skipped: string[] } }
   | { event: "error"; payload: { code: string; message: string; step?: number | null; field?: string | null } };
 
 /** The task evaluator's verdict on the episode: pending, scored (0–1) or failed (not scored). */

@@ -2,6 +2,8 @@
  * The live desktop: the noVNC client (view-only: the annotator's input reaches the desktop
  * only as decided actions) with the step's action drawn over it, and clicks on it turned into
  * screen pixels for corrections. Until the stream shows frames, the step's observation is shown.
+ * While the annotator drives (`control`), the stream is the control stream: their mouse and
+ * keys go to the desktop through the platform's recording gate, and nothing is drawn over it.
  */
 import RFB from "@novnc/novnc";
 import { useCallback, useEffect, useLayoutEffect, useRef, useState, type MouseEvent } from "react";
@@ -13,13 +15,15 @@ import type { Action } from "../domain/actions";
 interface Stream {
   url: string;
   view_only: boolean;
+  /** Why the recording gate closed the previous control stream, if it did. */
+  last_refusal?: string | null;
 }
 
 export type StreamState = "connecting" | "live" | "lost" | "off";
 
 const RETRY_MS = [1000, 2000, 4000, 8000];
 
-function useDesktopStream(episode: number, enabled: boolean, target: HTMLDivElement | null) {
+function useDesktopStream(episode: number, enabled: boolean, target: HTMLDivElement | null, control: boolean) {
   const [state, setState] = useState<StreamState>("connecting");
   const [error, setError] = useState<string | null>(null);
 
@@ -37,7 +41,7 @@ function useDesktopStream(episode: number, enabled: boolean, target: HTMLDivElem
       setState(attempt === 0 ? "connecting" : "lost");
       let stream: Stream;
       try {
-        stream = await api.post<Stream>(`/api/episodes/${episode}/stream/`);
+        stream = await api.post<Stream>(`/api/episodes/${episode}/${control ? "control-stream" : "stream"}/`);
       } catch (cause) {
         if (disposed) return;
         setError(cause instanceof Error ? cause.message : String(cause));
@@ -46,15 +50,17 @@ function useDesktopStream(episode: number, enabled: boolean, target: HTMLDivElem
         return;
       }
       if (disposed || target === null) return;
+      if (stream.last_refusal) setError(`The desktop refused your input: ${stream.last_refusal}.`);
       rfb = new RFB(target, stream.url, { shared: true });
-      rfb.viewOnly = true;
+      rfb.viewOnly = !control;
       rfb.scaleViewport = true;
-      rfb.focusOnClick = false;
+      rfb.focusOnClick = control;
       rfb.background = "#11151c";
       rfb.addEventListener("connect", () => {
         attempt = 0;
-        setError(null);
+        if (!stream.last_refusal) setError(null);
         setState("live");
+        if (control) rfb?.focus();
       });
       rfb.addEventListener("disconnect", () => {
         rfb = null;
@@ -70,7 +76,7 @@ function useDesktopStream(episode: number, enabled: boolean, target: HTMLDivElem
       window.clearTimeout(timer);
       rfb?.disconnect();
     };
-  }, [episode, enabled, target]);
+  }, [episode, enabled, target, control]);
 
   return { state, error };
 }
@@ -88,13 +94,16 @@ export interface DesktopViewProps {
   picking: boolean;
   onPick: (pixel: Point) => void;
   onStreamState?: (state: StreamState) => void;
+  /** The annotator drives the desktop: a control stream, and nothing drawn over it. */
+  control?: boolean;
 }
 
 export function DesktopView(props: DesktopViewProps) {
   const { episode, streaming, screen, screenshotUrl, proposal, draft, picking, onPick, onStreamState } = props;
+  const control = props.control ?? false;
   const stageRef = useRef<HTMLDivElement>(null);
   const [vncTarget, setVncTarget] = useState<HTMLDivElement | null>(null);
-  const stream = useDesktopStream(episode, streaming, vncTarget);
+  const stream = useDesktopStream(episode, streaming, vncTarget, control);
   const [drawn, setDrawn] = useState<Box | null>(null);
 
   useEffect(() => onStreamState?.(stream.state), [stream.state, onStreamState]);
@@ -153,13 +162,20 @@ export function DesktopView(props: DesktopViewProps) {
         <ActionOverlay action={proposal} screen={screen} box={drawn} kind="proposal" faded={draft !== null} />
       ) : null}
       {drawn && screen && draft ? <ActionOverlay action={draft} screen={screen} box={drawn} kind="draft" /> : null}
-      <div
-        className={`desktop-clicks${picking ? " picking" : ""}`}
-        data-testid="desktop-clicks"
-        onClick={click}
-        role="presentation"
-        title="Click to set the point of your correction"
-      />
+      {control ? null : (
+        <div
+          className={`desktop-clicks${picking ? " picking" : ""}`}
+          data-testid="desktop-clicks"
+          onClick={click}
+          role="presentation"
+          title="Click to set the point of your correction"
+        />
+      )}
+      {live && control && stream.error ? (
+        <p className="stream-note" role="alert" data-testid="input-refused">
+          {stream.error}
+        </p>
+      ) : null}
       {!live && streaming ? (
         <p className="stream-note" role="status">
           {stream.state === "connecting" ? "Connecting to the live desktop…" : "Live desktop lost: reconnecting… (showing the last observation)"}

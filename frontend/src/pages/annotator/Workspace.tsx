@@ -16,12 +16,16 @@ import { openEditor, stepOf, type EditorState } from "./editor";
 import { isReflection, openStepOf, phaseOf, type Phase, type StepView } from "./episode";
 import { decisionMs, useEpisodeSocket } from "./socket";
 import { Trajectory } from "./Trajectory";
+import { Driving } from "./Driving";
+import { DemonstratedThoughts } from "./DemonstratedThoughts";
 import type { DecideMessage, Evaluation } from "../../domain/socket";
 import type { ActionType, Proposal } from "../../domain/actions";
 import "./workspace.css";
 
 const PHASE_LABEL: Record<Phase, string> = {
   connecting: "Connecting…",
+  driving: "You are driving the desktop (recorded)",
+  saving: "Saving your demonstration",
   preparing: "Preparing the desktop",
   thinking: "Model thinking",
   reproposing: "Your decision — the model is proposing for the newer screen",
@@ -181,6 +185,7 @@ export function Workspace() {
 
   useEffect(() => {
     function onKey(event: KeyboardEvent) {
+      if (phase === "driving") return; // the keys are the person's input to the desktop
       if (editor) {
         if (event.key === "Escape") {
           event.preventDefault();
@@ -208,7 +213,7 @@ export function Workspace() {
     }
     window.addEventListener("keydown", onKey);
     return () => window.removeEventListener("keydown", onKey);
-  }, [editor, submitEditor, approve, startEditor, keepError, closeEditor]);
+  }, [phase, editor, submitEditor, approve, startEditor, keepError, closeEditor]);
 
   if (!Number.isFinite(episodeId)) return <ErrorBanner error="There is no such episode." />;
 
@@ -250,6 +255,9 @@ export function Workspace() {
       <section className="desktop-column" aria-label="Desktop">
         {view.episode === null ? (
           <Loading label="Connecting to the episode…" />
+        ) : phase === "ended" && view.steps.some((s) => s.decision === "demonstrated") ? (
+          // The desktop is gone; what is left to do is the thought of each demonstrated step.
+          <DemonstratedThoughts episodeId={episodeId} refresh={view.steps.length} />
         ) : (
           <DesktopView
             episode={episodeId}
@@ -261,6 +269,7 @@ export function Workspace() {
             picking={canDecide}
             onPick={pick}
             onStreamState={setStreamState}
+            control={phase === "driving"}
           />
         )}
         <p className="desktop-legend">
@@ -293,6 +302,7 @@ export function Workspace() {
             <strong>The model is unavailable</strong> ({open.modelUnavailable}). Write this step yourself.
           </div>
         ) : null}
+        <Driving episodeId={episodeId} view={view} phase={phase} />
         {phase === "ended" ? (
           <div className="ended" role="status">
             <h2>Episode ended: {view.outcome?.replace("_", " ")}</h2>

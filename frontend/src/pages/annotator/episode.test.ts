@@ -183,3 +183,23 @@ describe("a branch task's replay", () => {
     expect(replayed.steps).toBe(connected.steps);
   });
 });
+
+describe("driving the desktop", () => {
+  const proposed = reduce(observed, { event: "proposal", payload: { step: 1, candidates: [proposal] } });
+  const driving = { from_step: 1, over_proposal: 0, ended: false };
+
+  it("is its own phase from the take over, saving after the hand back, deciding again after", () => {
+    const taken = reduce(proposed, { event: "driving", payload: driving });
+    expect(phaseOf(taken)).toBe("driving");
+    const handed = reduce(taken, { event: "handed_back", payload: { ...driving, ended: true } });
+    expect(phaseOf(handed)).toBe("saving");
+    const saved = reduce(handed, { event: "demonstrated", payload: { from_step: 1, steps: 2, skipped: [] } });
+    expect(saved.saving).toBe(false);
+  });
+
+  it("comes back with a reload: the state says who drives", () => {
+    const reloaded = reduce(EMPTY, { event: "state", payload: state({ demonstration: true, driving }) });
+    expect(phaseOf(reloaded)).toBe("driving");
+    expect(reloaded.demonstration).toBe(true);
+  });
+});

@@ -6,7 +6,7 @@
  * proposal streamed so far (the server does not keep partial text; the finished proposal will
  * replace it anyway).
  */
-import type { EpisodeStatePayload, Evaluation, ServerEvent, StepState } from "../../domain/socket";
+import type { Driving, EpisodeStatePayload, Evaluation, ServerEvent, StepState } from "../../domain/socket";
 import type { Action, Decision, Proposal } from "../../domain/actions";
 
 export interface StepView extends StepState {
@@ -34,6 +34,12 @@ export interface EpisodeView {
   paused: boolean;
   /** The last error the server answered with (a refused decision, a view-only socket…). */
   error: { code: string; message: string; step?: number | null } | null;
+  /** Demonstrated from its first step: no model proposes. */
+  demonstration: boolean;
+  /** Set while the annotator drives the desktop. */
+  driving: Driving | null;
+  /** Set from the hand back (or finish) until the recorded input has become steps. */
+  saving: boolean;
 }
 
 export const EMPTY: EpisodeView = {
@@ -49,6 +55,9 @@ export const EMPTY: EpisodeView = {
   desktopFailed: null,
   paused: false,
   error: null,
+  demonstration: false,
+  driving: null,
+  saving: false,
 };
 
 const UNAVAILABLE = "model unavailable: ";
@@ -90,6 +99,9 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
         desktopFailed: state.ended ? null : broken,
         paused: state.paused ?? false,
         error: null,
+        demonstration: state.demonstration ?? false,
+        driving: state.driving ?? null,
+        saving: view.saving && !state.ended && !(state.driving ?? null),
       };
     }
     case "observation": {
@@ -186,6 +198,14 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
       return view.ended ? view : { ...view, desktopFailed: message.payload.reason || "the desktop failed" };
     case "error":
       return { ...view, error: message.payload };
+    case "driving":
+      return { ...view, driving: message.payload, saving: false, error: null };
+    case "handed_back":
+    case "finishing":
+      return { ...view, driving: null, saving: true };
+    case "demonstrated":
+      // Its steps are written: they come with the state the socket asks for at once (./socket).
+      return { ...view, saving: false };
     default:
       return view;
   }
@@ -194,6 +214,8 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
 /** What the annotator is waiting for, or doing, now. */
 export type Phase =
   | "connecting"
+  | "driving"
+  | "saving"
   | "preparing"
   | "thinking"
   | "reproposing"
@@ -207,7 +229,9 @@ export function phaseOf(view: EpisodeView): Phase {
   if (view.episode === null) return "connecting";
   if (view.ended) return "ended";
   if (view.desktopFailed) return "desktop_failed";
+  if (view.driving) return "driving";
   const last = view.steps[view.steps.length - 1];
+  if (view.saving) return "saving";
   if (!last) return "preparing";
   if (last.decision) return "executing";
   if (last.modelUnavailable) return "model_unavailable";

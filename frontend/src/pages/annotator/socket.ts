@@ -83,6 +83,8 @@ export function useEpisodeSocket(episode: number) {
             if (next === "resend") socket.send(JSON.stringify(waiting));
             else setPendingBoth(null);
           }
+        } else if (message.event === "demonstrated") {
+          socket.send(JSON.stringify({ type: "state" }));  // the steps the demonstration made
         } else if (message.event === "ended") {
           endedRef.current = true;
           setPendingBoth(null);
