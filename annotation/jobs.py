@@ -16,7 +16,7 @@ from django.conf import settings
 
 from annotation import job_names
 from annotation.datasets import exports
-from annotation.episodes import demonstrations, leases, proposals, replay
+from annotation.episodes import demonstrations, leases, proposals, replay, replay_check
 from annotation.episodes import loop as episodes
 from annotation.episodes import scoring as evaluations
 from annotation.episodes.events import episode_group
@@ -55,6 +55,11 @@ def execute_step(step_id: int) -> None:
 @shared_task(name=job_names.DEMONSTRATION_ENDED, acks_late=True)
 def demonstration_ended(demonstration_id: int, finish: bool) -> None:
     demonstrations.demonstration_ended(demonstration_id, finish)
+
+
+@shared_task(name=job_names.CHECK_REPLAY, acks_late=True)
+def check_replay(episode_id: int) -> None:
+    replay_check.check(episode_id)
 
 
 # Where the worker's pool enforces Celery's time limits (prefork), they bound an evaluation and

@@ -307,16 +307,19 @@ def stop_desktop(desktop_id: int, reason: str = "") -> None:
 # --- leasing: on the annotator's path, milliseconds, any process -------------------------------
 
 
-def lease_desktop(template: DesktopTemplate, user: Any, ref: str, seconds: int) -> Desktop:
-    """Hand the longest-ready desktop of ``template`` to ``user``; raise if none is ready."""
+def lease_desktop(
+    template: DesktopTemplate, user: Any, ref: str, seconds: int, host: str | None = None
+) -> Desktop:
+    """Hand the longest-ready desktop of ``template`` (on ``host``, when given) to ``user``;
+    raise if none is ready."""
     now = timezone.now()
     with transaction.atomic():
-        desktop = (
-            Desktop.objects.select_for_update(skip_locked=True)
-            .filter(template=template, status=DesktopStatus.READY)
-            .order_by("state_changed_at", "id")
-            .first()
+        ready = Desktop.objects.select_for_update(skip_locked=True).filter(
+            template=template, status=DesktopStatus.READY
         )
+        if host is not None:
+            ready = ready.filter(host=host)
+        desktop = ready.order_by("state_changed_at", "id").first()
         if desktop is None:
             raise NoDesktopAvailable(
                 f"No {template.name} desktop is ready right now; the pool is starting more."

@@ -3,7 +3,8 @@ them and pull their files (design §5, §8).
 
 - ``POST /api/exports/`` ``{project, kind: sft|dpo|ct, format: trl|llama_factory, filters:
   {date_from, date_to, model_version, review_status, annotator, include_accepted, exclude_held_out,
-  min_task_success, source, drop_no_visible_effect}}`` → 201, the export, queued.
+  min_task_success, source, drop_no_visible_effect, require_approved_thoughts,
+  require_replay}}`` → 201, the export, queued.
 - ``GET /api/exports/?project=<id>&kind=&dataset_format=&status=`` (``format`` is DRF's
   response-format switch, so the format filter has its own name), ``GET /api/exports/{id}/``:
   status, progress 0–1, counts, ``content_hash`` and, once succeeded, ``files``: ``[{name, size,
@@ -66,6 +67,16 @@ class ExportFiltersSerializer(serializers.Serializer):
         default=False,
         help_text="Leave out steps whose action left the screen as it was though it was meant to "
         "change it (flagged no_visible_effect on the step): keys swallowed, say.",
+    )
+    require_approved_thoughts = serializers.BooleanField(
+        default=False,
+        help_text="Leave out episodes with a demonstrated step whose thought no person wrote "
+        "or approved (empty, or a model's draft).",
+    )
+    require_replay = serializers.BooleanField(
+        default=False,
+        help_text="Leave out episodes with demonstrated steps whose replay check on a fresh "
+        "desktop did not find them replaying.",
     )
     source = serializers.ChoiceField(
         choices=["interactive", "rollout"],

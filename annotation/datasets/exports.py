@@ -103,6 +103,9 @@ class ExportFilters:
     min_task_success: float | None = None  # only episodes the task's evaluator scored this high
     source: pairs.Source = "interactive"  # or validated rollouts
     drop_no_visible_effect: bool = False  # leave out steps whose action changed nothing
+    # Leave out demonstrations whose thoughts are not all a person's, or that did not replay.
+    require_approved_thoughts: bool = False
+    require_replay: bool = False
 
     def as_json(self) -> dict[str, Any]:
         # Filters added later are written only when set, so older exports read the same.
@@ -112,6 +115,8 @@ class ExportFilters:
                 ("min_task_success", self.min_task_success),
                 ("source", self.source),
                 ("drop_no_visible_effect", self.drop_no_visible_effect),
+                ("require_approved_thoughts", self.require_approved_thoughts),
+                ("require_replay", self.require_replay),
             )
             if v is not None and v != "interactive" and v is not False
         }
@@ -311,6 +316,8 @@ def _filters(export: DatasetExport) -> tuple[pairs.Filters, bool]:
         min_task_success=given.get("min_task_success"),
         source=given.get("source") or "interactive",
         drop_no_visible_effect=bool(given.get("drop_no_visible_effect")),
+        require_approved_thoughts=bool(given.get("require_approved_thoughts")),
+        require_replay=bool(given.get("require_replay")),
     )
     return filters, bool(given.get("include_accepted"))
 

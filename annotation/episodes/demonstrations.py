@@ -21,7 +21,7 @@ Rules:
   the reduced one, its thought empty until written (``thoughts``). Then the job observes the
   desktop: a hand back opens the next step for the model (or observes the open step again when
   nothing was demonstrated); a finish writes a ``finished`` step on that screen and ends the
-  episode, which is evaluated as any other.
+  episode, which is evaluated as any other and then replayed (``replay_check``).
 - **Pairs.** A take over that begins while a valid proposal is on screen keeps it
   (``over_proposal``) on the step the person demonstrated first (its ``chosen_proposal``) when
   the person acted on the screen it answered: that proposal is the rejected side of an
@@ -42,7 +42,7 @@ from annotation.episodes.leases import end_episode, refuse_without_desktop
 from annotation.episodes.observations import reobserve_now, store
 from annotation.episodes.ownership import DESKTOP_LOST, EpisodeError, owns_desktop
 from annotation.episodes.steps import open_step
-from annotation.job_names import DEMONSTRATION_ENDED
+from annotation.job_names import CHECK_REPLAY, DEMONSTRATION_ENDED
 from annotation.models import Decision, Demonstration, Episode, EpisodeMode, EpisodeOutcome, Step
 from backend.accounts.models import User
 from backend.celery import send_after_commit
@@ -196,6 +196,8 @@ def demonstration_ended(demonstration_id: int, finish: bool) -> None:
     if finish:
         _finished_step(episode, index, observation, left_open)
         end_episode(episode.pk, EpisodeOutcome.FINISHED, f"demonstrated, finished at step {index}")
+        # Replayed on a fresh desktop of this host (this one is kept for the task's evaluator).
+        send_after_commit(CHECK_REPLAY, [episode.pk], host_queue(desktop.host))
     elif left_open is not None:  # nothing was demonstrated: the model looks again
         reobserve_now(left_open.pk, observation, control)
     else:
@@ -206,6 +208,7 @@ def demonstration_ended(demonstration_id: int, finish: bool) -> None:
 class _Made:
     action: Action
     frame_id: str | None
+    at: float  # when its first input came, seconds into the recording
 
 
 def write_steps(demonstration: Demonstration) -> int:
@@ -234,7 +237,7 @@ def write_steps(demonstration: Demonstration) -> int:
         except InvalidAction as error:
             skipped.append(f"{step.action.type} at input {row}: {error}")
             continue
-        made.append(_Made(action, frame))
+        made.append(_Made(action, frame, indexed[step.first_event][1].at))
     with transaction.atomic():
         locked = Demonstration.objects.select_for_update().get(pk=demonstration.pk)
         if locked.steps_made is not None:
@@ -244,7 +247,8 @@ def write_steps(demonstration: Demonstration) -> int:
         for offset, step_made in enumerate(made):
             _demonstrated(episode, demonstration, demonstration.from_step + offset, step_made, now)
         locked.steps_made, locked.skipped = len(made), skipped
-        locked.save(update_fields=["steps_made", "skipped"])
+        locked.starts = [round(m.at, 3) for m in made]
+        locked.save(update_fields=["steps_made", "skipped", "starts"])
         demonstration.steps_made, demonstration.skipped = len(made), skipped
         tell(episode.pk, "demonstrated", {"from_step": demonstration.from_step,
                                           "steps": len(made), "skipped": skipped})  # fmt: skip

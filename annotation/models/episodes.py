@@ -290,6 +290,9 @@ class Demonstration(models.Model):
     # space holds (a middle click, a chord without a key name).
     steps_made = models.PositiveIntegerField(null=True, blank=True)
     skipped = models.JSONField(default=list, blank=True)
+    # When each of its steps began (its first input), in seconds into the recording: the
+    # person's pace, which the replay check keeps.
+    starts = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["episode", "started_at"]

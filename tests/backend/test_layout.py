@@ -257,6 +257,7 @@ def test_tables_keep_their_app_label_and_names():
 
 JOB_NAMES = [
     "annotation.jobs.build_export",
+    "annotation.jobs.check_replay",
     "annotation.jobs.demonstration_ended",
     "annotation.jobs.dispatch_rollouts",
     "annotation.jobs.evaluate_episode",

@@ -97,6 +97,12 @@ class Gate:
         self._spend()
         self._pass(event)
 
+    def due_in(self) -> float | None:
+        """Seconds until the held pointer move may pass; None when none is held."""
+        if self._pending_move is None:
+            return None
+        return max(0.0, MOVE_INTERVAL_S - (time.monotonic() - self._last_move))
+
     def flush(self) -> None:
         """Pass the latest held pointer move once its interval is over (called when idle)."""
         if self._pending_move is not None and (

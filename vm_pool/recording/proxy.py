@@ -57,7 +57,9 @@ class GatedProxyHandler(ProxyRequestHandler):
             wlist = ([target] if to_target else []) + (
                 [self.request] if to_client or pending else []
             )
-            ins, outs, _ = select.select([self.request, target], wlist, [], IDLE_CHECK_S / 10)
+            wait = gate.due_in()  # a held pointer move passes once its interval is over
+            wait = IDLE_CHECK_S if wait is None else min(wait, IDLE_CHECK_S)
+            ins, outs, _ = select.select([self.request, target], wlist, [], wait)
             try:
                 if self.request in outs:
                     pending = bool(self.send_frames(to_client))

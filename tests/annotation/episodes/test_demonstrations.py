@@ -6,13 +6,14 @@ each input is exactly the one the test means. Frames the test grabs itself just 
 action are compared with the stored observations.
 """
 
+import base64
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from annotation.datasets.pairs import Filters, iter_samples
-from annotation.episodes import demonstrations, loop, proposals, scoring, thoughts
+from annotation.episodes import demonstrations, loop, proposals, replay_check, scoring, thoughts
 from annotation.management.commands.seed_demo import DEMO_TASKS
 from annotation.models import (
     Decision,
@@ -71,6 +72,13 @@ def focused(control: DesktopControl, title: str) -> None:
 
     eventually(lambda: title in active(), f"{title!r} to have the focus")
     time.sleep(0.5)  # drawn, and its caret blinking as it will
+
+
+def fresh(desktop: Desktop) -> Desktop:
+    """Another ready desktop of the same template on this host, for a replay check."""
+    started = pool.start_desktop(pool.create_desktop(desktop.template, desktop.host).pk)
+    assert started.status == DesktopStatus.READY, started.broken_reason
+    return started
 
 
 def project_with_the_editor_task(demonstrate: bool) -> Project:
@@ -183,6 +191,24 @@ def test_a_demonstration_is_recorded_as_its_actions_on_the_screens_before_them(
     scoring.evaluate_episode(episode.pk)
     episode.refresh_from_db()
     assert episode.task_success == 1.0, episode.evaluation
+
+    # The replay check: the steps run again on a fresh desktop with the same setup.
+    fresh(desktop)
+    check = replay_check.check(episode.pk)
+    assert check["status"] == "replays", check
+    assert [s["step"] for s in check["steps"]] == [1, 2, 3, 4, 5]
+    # The same demonstration, when the task's setup opens another file first: flagged at the
+    # first step whose screen differs (the one after the setup).
+    text = base64.b64encode(b"A line of another file.\n" * 30).decode()
+    other = [
+        {"type": "file", "parameters": {"path": "~/other.txt", "content_b64": text}},
+        {"type": "launch", "parameters": {"command": ["mousepad", "/home/user/other.txt"]}},
+    ]
+    Task.objects.filter(pk=episode.task_id).update(setup=other)
+    fresh(desktop)
+    check = replay_check.check(episode.pk)
+    assert (check["status"], check["first_divergent_step"]) == ("diverges", 1), check
+    Task.objects.filter(pk=episode.task_id).update(setup=TASK["config"])
 
     # Thoughts after the recording; then the steps are SFT samples.
     for step in steps:

@@ -32,7 +32,7 @@ interface DatasetExport {
   finished_at: string | null;
 }
 
-const KINDS = { sft: "SFT (corrected and reflective steps)", dpo: "DPO (error-correction and post-reflection pairs)", ct: "CT (failed or abandoned trajectories)" };
+const KINDS = { sft: "SFT (corrected, reflective and demonstrated steps)", dpo: "DPO (error-correction and post-reflection pairs)", ct: "CT (failed or abandoned trajectories)" };
 const FORMATS = { trl: "TRL / Hugging Face datasets (Parquet)", llama_factory: "LLaMA-Factory (sharegpt JSON)" };
 
 function choices(labels: Record<string, string>) {
@@ -63,12 +63,16 @@ function ExportForm({ project, onCreated }: { project: string; onCreated: () => 
   // Fine-tuning refuses exports that may hold the held-out episodes kept for evaluation.
   const [excludeHeldOut, setExcludeHeldOut] = useState(true);
   const [dropNoEffect, setDropNoEffect] = useState(false);
+  const [approvedThoughts, setApprovedThoughts] = useState(false);
+  const [replayed, setReplayed] = useState(false);
   const { error, dismiss, onSubmit } = useSubmit();
   const submit = onSubmit(async () => {
     const filters: Record<string, unknown> = {
       include_accepted: includeAccepted,
       exclude_held_out: excludeHeldOut,
       drop_no_visible_effect: dropNoEffect,
+      require_approved_thoughts: approvedThoughts,
+      require_replay: replayed,
     };
     if (dateFrom) filters.date_from = dateFrom;
     if (dateTo) filters.date_to = dateTo;
@@ -148,6 +152,14 @@ function ExportForm({ project, onCreated }: { project: string; onCreated: () => 
           <label>
             <input type="checkbox" checked={dropNoEffect} onChange={(e) => setDropNoEffect(e.target.checked)} />{" "}
             Leave out steps with no visible effect (their action changed nothing it was meant to)
+          </label>
+          <label>
+            <input type="checkbox" checked={approvedThoughts} onChange={(e) => setApprovedThoughts(e.target.checked)} />{" "}
+            Demonstrations: only those whose every thought a person wrote or approved
+          </label>
+          <label>
+            <input type="checkbox" checked={replayed} onChange={(e) => setReplayed(e.target.checked)} />{" "}
+            Demonstrations: only those that replayed on a fresh desktop
           </label>
         </div>
       </fieldset>
