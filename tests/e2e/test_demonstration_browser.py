@@ -71,6 +71,10 @@ def test_an_annotator_demonstrates_the_text_editor_task_in_the_browser(host, pro
         expect(page.get_by_test_id("phase")).to_have_text(
             "You are driving the desktop (recorded)", timeout=60_000
         )
+        page.wait_for_timeout(1000)
+        page.screenshot(path=str(SHOTS / "demonstration-start.png"))
+        # The control stream (the view-only one before it is replaced once the person drives).
+        expect(page.locator("[data-testid=desktop-vnc] canvas")).to_be_visible(timeout=30_000)
         expect(page.get_by_test_id("stream-state")).to_have_text("stream: live", timeout=30_000)
         episode = Episode.objects.select_related("desktop").get(pk=episode_id)
         assert episode.demonstration

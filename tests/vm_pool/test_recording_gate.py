@@ -11,6 +11,7 @@ import io
 import os
 import struct
 import time
+import zlib
 from collections.abc import Iterator
 
 import pytest
@@ -25,7 +26,7 @@ from tests.support.live import websockify as run_websockify
 from tests.support.rfb_client import RfbClient
 from tests.support.services import free_port
 from vm_pool import pool
-from vm_pool.desktop import MAX_CLIPBOARD_CHARS
+from vm_pool.desktop import MAX_CLIPBOARD_CHARS, ClipboardInput
 from vm_pool.models import (
     Desktop,
     DesktopStatus,
@@ -191,9 +192,10 @@ def test_control_is_only_for_the_recording_holder_and_input_after_the_lease_neve
     wait_for_inputs(recording, 1)
     wait_for_pointer(desktop, (50, 60))
     Desktop.objects.filter(pk=desktop.pk).update(lease_expires_at=timezone.now())
-    time.sleep(1.1)  # past the gate's recheck
-    client.send(rfb.pointer_event(400, 300, 0))
+    # The gate finds it at its next look, input or none, and closes the stream.
     assert client.closed_reason() == "the lease has lapsed"
+    with pytest.raises(ConnectionClosed):
+        client.send(rfb.pointer_event(400, 300, 0))
     assert pointer_of(desktop) == (50, 60)
     assert RecordedInput.objects.filter(recording=recording).count() == 1
     recording.refresh_from_db()
@@ -282,3 +284,21 @@ def test_unknown_or_desktop_changing_rfb_messages_are_refused():
         rfb.ClientStream(10).feed(b"RFB 003.008\n\x02")
     with pytest.raises(rfb.Refused, match="not an RFB client"):
         rfb.ClientStream(10).feed(b"GET / HTTP/1.1\r\n")
+
+
+def test_the_extended_clipboard_is_read_as_a_paste_and_its_other_messages_pass_nowhere():
+    def extended(flags: int, body: bytes = b"") -> bytes:
+        data = struct.pack(">I", flags) + body
+        return struct.pack(">Bxxxi", 6, -len(data)) + data
+
+    stream = rfb.ClientStream(4096)
+    stream.feed(b"RFB 003.008\n\x01\x01")
+    # What noVNC sends on connect: every action it knows (provide too) and its formats' sizes.
+    caps = extended((0x1F << 24) | 1, struct.pack(">I", 1024))
+    assert stream.feed(caps) == [rfb.Dropped()]
+    text = b"pasted by a person" + b"\0"
+    provide = extended((1 << 28) | 1, zlib.compress(struct.pack(">I", len(text)) + text))
+    assert stream.feed(provide) == [ClipboardInput("pasted by a person")]
+    bomb = zlib.compress(struct.pack(">I", 10**6) + b"x" * 10**6)
+    with pytest.raises(rfb.Refused, match="over 4096 characters"):
+        stream.feed(extended((1 << 28) | 1, bomb))

@@ -11,6 +11,7 @@ reason's text, which the workspace shows).
 """
 
 import argparse
+import logging
 import select
 import time
 from typing import Any
@@ -18,10 +19,11 @@ from typing import Any
 from websockify.websocketproxy import ProxyRequestHandler, WebSocketProxy
 
 from vm_pool.desktop import MAX_CLIPBOARD_CHARS
-from vm_pool.recording.rfb import ClientStream, Forward, Refused
+from vm_pool.recording.rfb import ClientStream, Dropped, Forward, Refused
 from vm_pool.websockify_tokens import TandemTokens
 
 CLOSE_REFUSED = 4000
+logger = logging.getLogger(__name__)
 IDLE_CHECK_S = 0.5
 
 
@@ -35,6 +37,12 @@ class GatedProxyHandler(ProxyRequestHandler):
 
         try:
             self._gated_proxy(target, recording_id)
+        except self.CClose:
+            raise
+        except Exception as error:
+            # Logged with its traceback: websockify's own handler keeps quiet about it.
+            logger.exception("the recording gate of recording %s failed", recording_id)
+            raise self.CClose(1011, "the recording gate failed") from error
         finally:
             connection.close()
 
@@ -70,7 +78,7 @@ class GatedProxyHandler(ProxyRequestHandler):
                         for message in stream.feed(buf):
                             if isinstance(message, Forward):
                                 to_target.append(message.data)
-                            else:
+                            elif not isinstance(message, Dropped):
                                 gate.take(message)
                     if closed:
                         raise self.CClose(closed["code"], closed["reason"])
@@ -101,6 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--token-source", default=None, help="the Django settings module")
     parser.add_argument("listen", help="HOST:PORT to serve WebSocket connections on")
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     host, _, port = args.listen.rpartition(":")
     server = WebSocketProxy(
         RequestHandlerClass=GatedProxyHandler,

@@ -12,11 +12,15 @@ The gate reads what a person's browser sends before any of it reaches the deskto
   ``Refused``: it would change the desktop unrecorded, or cannot be cut safely.
 
 A ClientCutText is refused as soon as its length is read when it is over the limit: its text is
-never buffered. Only the security type None is accepted: the VNC server behind the gate has no
-password (who may connect is the stream token's business).
+never buffered. The extended clipboard's messages (a negative length) are read the same way;
+only a ``provide`` of text is a paste (``Dropped`` otherwise), inflated no further than the limit.
+
+Only the security type None is accepted: the VNC server behind the gate has no password (who may
+connect is the stream token's business).
 """
 
 import struct
+import zlib
 from dataclasses import dataclass
 
 from vm_pool.desktop import ClipboardInput, KeyInput, PointerInput
@@ -26,6 +30,10 @@ from vm_pool.desktop import ClipboardInput, KeyInput, PointerInput
 MAX_MESSAGE_BYTES = 4 + 4 * 1024
 FIXED = {0: 20, 3: 10, 150: 10}  # SetPixelFormat, FramebufferUpdateRequest, ContinuousUpdates
 SECURITY_NONE = 1
+# The extended clipboard (a ClientCutText with a negative length): its flags.
+EXTENDED_TEXT = 1
+EXTENDED_CAPS = 1 << 24
+EXTENDED_PROVIDE = 1 << 28
 
 
 class Refused(Exception):
@@ -37,7 +45,12 @@ class Forward:
     data: bytes
 
 
-Message = Forward | PointerInput | KeyInput | ClipboardInput
+@dataclass(frozen=True)
+class Dropped:
+    """A message that is neither input nor the VNC server's: nothing of it passes."""
+
+
+Message = Forward | Dropped | PointerInput | KeyInput | ClipboardInput
 
 
 class ClientStream:
@@ -139,14 +152,43 @@ class ClientStream:
         if kind == 6:  # ClientCutText: 3 padding, a 4-byte length, Latin-1 text
             if len(self._buffer) < 8:
                 return None
-            (length,) = struct.unpack(">I", self._buffer[4:8])
-            if length > self.max_clipboard_bytes:
+            (length,) = struct.unpack(">i", self._buffer[4:8])
+            if abs(length) > self.max_clipboard_bytes:
                 raise Refused(
-                    f"a clipboard paste of {length} bytes (at most {self.max_clipboard_bytes})"
+                    f"a clipboard paste of {abs(length)} bytes (at most {self.max_clipboard_bytes})"
                 )
-            data = self._take(8 + length)
-            return None if data is None else ClipboardInput(data[8:].decode("latin-1"))
+            data = self._take(8 + abs(length))
+            if data is None:
+                return None
+            if length < 0:  # the extended clipboard: flags, then zlib-compressed formats
+                return self._extended_clipboard(data[8:])
+            return ClipboardInput(data[8:].decode("latin-1"))
         raise Refused(f"RFB message type {kind}")
+
+    def _extended_clipboard(self, body: bytes) -> Message:
+        """An extended clipboard message: the text a ``provide`` carries is the person's paste;
+        its other actions (capabilities, requests, notices) are the client's business and pass
+        nowhere."""
+        if len(body) < 4:
+            raise Refused("an extended clipboard message without its flags")
+        (flags,) = struct.unpack(">I", body[:4])
+        # Capabilities name every action the client knows, provide among them: not a paste.
+        if flags & EXTENDED_CAPS or not flags & EXTENDED_PROVIDE or not flags & EXTENDED_TEXT:
+            return Dropped()
+        inflate = zlib.decompressobj()
+        try:
+            formats = inflate.decompress(body[4:], self.max_clipboard_bytes * 4 + 8)
+        except zlib.error as error:
+            raise Refused(f"an extended clipboard paste that does not inflate: {error}") from None
+        if inflate.unconsumed_tail:
+            raise Refused(f"a clipboard paste over {self.max_clipboard_bytes} characters")
+        if len(formats) < 4:
+            raise Refused("an extended clipboard paste without its text")
+        (size,) = struct.unpack(">I", formats[:4])
+        text = formats[4 : 4 + size].rstrip(b"\0").decode("utf-8", errors="replace")
+        if len(text) > self.max_clipboard_bytes:
+            raise Refused(f"a clipboard paste over {self.max_clipboard_bytes} characters")
+        return ClipboardInput(text)
 
 
 def key_event(keysym: int, down: bool) -> bytes:
