@@ -40,7 +40,12 @@ from django.utils import timezone
 from annotation.episodes.events import tell
 from annotation.episodes.leases import end_episode, refuse_without_desktop
 from annotation.episodes.observations import reobserve_now, store
-from annotation.episodes.ownership import DESKTOP_LOST, EpisodeError, owns_desktop
+from annotation.episodes.ownership import (
+    DESKTOP_LOST,
+    EpisodeError,
+    NotTheAnnotator,
+    owns_desktop,
+)
 from annotation.episodes.steps import open_step
 from annotation.job_names import CHECK_REPLAY, DEMONSTRATION_ENDED
 from annotation.models import Decision, Demonstration, Episode, EpisodeMode, EpisodeOutcome, Step
@@ -136,7 +141,7 @@ def control_stream(episode_id: int, user: User) -> dict[str, Any]:
     """The control stream of the annotator's open demonstration."""
     episode = Episode.objects.get(pk=episode_id)
     if episode.annotator_id != user.pk:
-        raise EpisodeError("Only the episode's annotator drives its desktop.")
+        raise NotTheAnnotator("Only the episode's annotator drives its desktop.")
     demonstration = open_demonstration(episode)
     if demonstration is None or episode.ended_at is not None:
         raise DemonstrationRefused("Take over first: the desktop is driven only while recorded.")
@@ -317,7 +322,7 @@ def _locked(episode_id: int, user: User) -> Episode:
         Episode.objects.select_for_update(of=("self",)).select_related("desktop").get(pk=episode_id)
     )
     if episode.annotator_id != user.pk:
-        raise EpisodeError("Only the episode's annotator drives its desktop.")
+        raise NotTheAnnotator("Only the episode's annotator drives its desktop.")
     if episode.ended_at is not None:
         raise DemonstrationRefused(f"Episode {episode.pk} has ended ({episode.outcome}).")
     if episode.desktop is None:

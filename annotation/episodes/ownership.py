@@ -18,6 +18,13 @@ class EpisodeError(DomainError):
     code = "episode_error"
 
 
+class NotTheAnnotator(DomainError):
+    """What only the episode's annotator may do (drive its desktop, write its thoughts)."""
+
+    status_code = 403
+    code = "not_the_annotator"
+
+
 class DesktopNotOwned(DomainError):
     status_code = 409
     code = "desktop_not_owned"

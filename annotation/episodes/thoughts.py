@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from annotation.episodes.ownership import EpisodeError
+from annotation.episodes.ownership import NotTheAnnotator
 from annotation.models import Decision, Episode, Step, StepRevision
 from backend.accounts.models import User
 from backend.errors import DomainError
@@ -57,7 +57,9 @@ def write(episode_id: int, user: User, index: int, text: str, drafted_by: str = 
     with transaction.atomic():
         episode = Episode.objects.select_for_update().get(pk=episode_id)
         if episode.annotator_id != user.pk:
-            raise EpisodeError("Only the person who demonstrated the steps writes their thoughts.")
+            raise NotTheAnnotator(
+                "Only the person who demonstrated the steps writes their thoughts."
+            )
         step = episode.steps.filter(index=index).first()
         if step is None or step.decision != Decision.DEMONSTRATED:
             raise ThoughtRefused(f"Step {index} is not a demonstrated step of this episode.")
