@@ -22,9 +22,11 @@ DISPATCH_ROLLOUTS = "annotation.jobs.dispatch_rollouts"
 VALIDATE_ROLLOUT = "annotation.jobs.validate_rollout"
 BUILD_EXPORT = "annotation.jobs.build_export"  # its queue: settings.TANDEM_EXPORT_QUEUE
 EVALUATE_MODEL_VERSION = "annotation.jobs.evaluate_model_version"
+DRAFT_THOUGHTS = "annotation.jobs.draft_thoughts"
 
 QUEUES = {
     PROPOSE_STEP: "model",  # the model's calls: never behind desktops' or batch work
+    DRAFT_THOUGHTS: "model",
     RETURN_LAPSED_LEASES: "default",
     DISPATCH_ROLLOUTS: "default",
     VALIDATE_ROLLOUT: "default",

@@ -8,6 +8,7 @@ Rollouts (``annotation.rollouts.batches``): ``dispatch_rollouts`` and ``validate
 """
 
 import asyncio
+import logging
 import time
 from typing import Any
 
@@ -16,20 +17,24 @@ from django.conf import settings
 
 from annotation import job_names
 from annotation.datasets import exports
-from annotation.episodes import demonstrations, leases, proposals, replay, replay_check
+from annotation.episodes import demonstrations, leases, proposals, replay, replay_check, thoughts
 from annotation.episodes import loop as episodes
 from annotation.episodes import scoring as evaluations
 from annotation.episodes.events import episode_group
 from annotation.episodes.requests import proposal_request
 from annotation.flywheel import model_versions
-from annotation.models import Step
+from annotation.models import Episode, Step
 from annotation.projects import queue, versions
 from annotation.rollouts import batches, validation
 from annotation.rollouts import runs as rollout_runs
+from backend.accounts.models import User
 from backend.attempts import AttemptAlive
 from backend.notifications import send_now
 from model_serving.proposers.base import ModelUnavailable
 from model_serving.registry import ProposerMisconfigured, get_proposer
+from vm_pool.actions import Action
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(name=job_names.RETURN_LAPSED_LEASES)
@@ -132,6 +137,32 @@ def propose_step(step_id: int) -> None:
         return
     flush()
     proposals.record_proposals(step_id, result, observation=step.observation_id)
+
+
+@shared_task(name=job_names.DRAFT_THOUGHTS, acks_late=True)
+def draft_thoughts(episode_id: int, user_id: int) -> int:
+    """Draft, with the episode's model endpoint, the thoughts its demonstrated steps still lack;
+    how many were drafted. A model that cannot answer leaves the rest without one."""
+    episode = Episode.objects.select_related("task__project", "served_version").get(pk=episode_id)
+    user = User.objects.get(pk=user_id)
+    try:
+        proposer = get_proposer(versions.episode_model_settings(episode))
+    except ProposerMisconfigured:
+        logger.exception("episode %s: no model endpoint to draft thoughts with", episode_id)
+        return 0
+    model = str(getattr(proposer, "model", "") or proposer.name)
+    drafted = 0
+    for step in thoughts.waiting_for_a_thought(episode):
+        action = Action.from_json(step.final_action)
+        try:
+            text = asyncio.run(proposer.draft_thought(proposal_request(step), action))
+        except ModelUnavailable:
+            logger.exception("episode %s: the model drafted no thought for step %s", episode_id,
+                             step.index)  # fmt: skip
+            break
+        thoughts.write(episode.pk, user, step.index, text, drafted_by=model)
+        drafted += 1
+    return drafted
 
 
 @shared_task(name=job_names.EVALUATE_MODEL_VERSION, acks_late=True)

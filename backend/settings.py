@@ -156,6 +156,7 @@ CELERY_RESULT_BACKEND = env("TANDEM_CELERY_RESULT_BACKEND", REDIS_URL)
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "annotation.jobs.propose_step": {"queue": "model"},
+    "annotation.jobs.draft_thoughts": {"queue": "model"},
     "annotation.jobs.build_export": {"queue": "exports"},
     # Offline evaluation is batch work over recorded steps, like exports.
     "annotation.jobs.evaluate_model_version": {"queue": "exports"},

@@ -17,7 +17,12 @@ from annotation.api import (
     TaskViewSet,
 )
 from annotation.datasets.api import ExportViewSet
-from annotation.episodes.api import ControlStreamView, DemonstrationView, ThoughtView
+from annotation.episodes.api import (
+    ControlStreamView,
+    DemonstrationView,
+    DraftThoughtsView,
+    ThoughtView,
+)
 from annotation.flywheel.api import (
     AcceptanceView,
     FlywheelView,
@@ -108,6 +113,11 @@ urlpatterns = [
         "api/episodes/<int:pk>/control-stream/",
         ControlStreamView.as_view(),
         name="episode-control-stream",
+    ),
+    path(
+        "api/episodes/<int:pk>/draft-thoughts/",
+        DraftThoughtsView.as_view(),
+        name="episode-draft-thoughts",
     ),
     path(
         "api/episodes/<int:pk>/steps/<int:index>/thought/",

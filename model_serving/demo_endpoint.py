@@ -36,7 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from model_serving.uitars import smart_resize
+from model_serving.uitars import DRAFT_PROMPT, smart_resize
 
 logger = logging.getLogger(__name__)
 
@@ -65,14 +65,23 @@ SCRIPT = (
 
 
 def scripted_answer(body: dict[str, Any], model: str) -> str:
-    """The UI-TARS text answering one chat request."""
+    """The UI-TARS text answering one chat request (a scripted draft, asked for a thought)."""
     messages = body.get("messages") or []
+    if _asks_for_a_thought(messages):
+        return f"Thought: {DEMO_LABEL} {model}: I take this step because it moves the task on."
     step = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
     scripted = SCRIPT[min(step, len(SCRIPT) - 1)]
     width, height = last_screen_size(messages)
     resized_height, resized_width = smart_resize(height, width)
     action = scripted.action.format(x=resized_width // 2, y=resized_height // 2)
     return f"Thought: {DEMO_LABEL} {model}: {scripted.thought}\nAction: {action}"
+
+
+def _asks_for_a_thought(messages: list[Any]) -> bool:
+    last = messages[-1] if messages else None
+    content = last.get("content") if isinstance(last, dict) else None
+    texts = [part.get("text", "") for part in content or [] if isinstance(part, dict)]
+    return any(text.startswith(DRAFT_PROMPT[:40]) for text in texts if isinstance(text, str))
 
 
 def last_screen_size(messages: list[Any]) -> tuple[int, int]:

@@ -398,3 +398,33 @@ def _convention(screen: ScreenSize, style: str) -> str:
         return "in 0-1000 coordinates"
     extent = model_size(screen, style)
     return f"on its {extent.width}x{extent.height} image"
+
+
+# --- drafting the thought of a person's step ---------------------------------------------------
+
+# Asked after the step's screenshot: the model writes the thought for the action a person took.
+DRAFT_PROMPT = (
+    "A person took the action below at this screen, on the way to the task. Write only the "
+    "Thought that leads to it, as you would before acting (what you see, what is left to do, "
+    "why this action), in one short paragraph, as `Thought: ...`.\nAction: {action}"
+)
+
+
+def draft_messages(
+    request: ProposalRequest,
+    action: Action,
+    style: str,
+    image_url: Callable[[bytes], str] = data_uri,
+) -> list[dict[str, Any]]:
+    """The chat messages asking for the thought of ``action`` taken at ``request``'s screen."""
+    text = DRAFT_PROMPT.format(action=action_text(action, request.screen, style))
+    return [
+        *build_messages(request, style, image_url),
+        {"role": "user", "content": [{"type": "text", "text": text}]},
+    ]
+
+
+def drafted_thought(text: str) -> str:
+    """The thought of a drafting answer: after ``Thought:``, before any ``Action:`` line."""
+    head, _ = split_response(text)
+    return head.removeprefix("Thought:").strip()

@@ -9,6 +9,8 @@
   recording gate; ``last_refusal`` says why the gate closed the previous one, if it did.
 - ``PUT /api/episodes/{id}/steps/{index}/thought/`` ``{thought}`` → 200 ``{thought, drafted_by,
   approved}``: the thought of a demonstrated step, or the approval of its draft (the same text).
+- ``POST /api/episodes/{id}/draft-thoughts/`` → 202 ``{steps}``: the episode's model endpoint
+  drafts the thoughts still missing (``steps`` of them), each marked as its draft.
 
 Every refusal is a 4xx with its reason; nothing is stored then. Tokens need the ``episodes``
 scopes, as the episode's stream does.
@@ -70,6 +72,16 @@ class ControlStreamView(APIView):
         stream = demonstrations.control_stream(episode.pk, request.user)
         body = {**StreamSerializer(stream).data, "last_refusal": stream["last_refusal"]}
         return Response(body, status=status.HTTP_201_CREATED)
+
+
+class DraftThoughtsView(APIView):
+    token_resource = "episodes"
+
+    @extend_schema(request=None, responses={202: dict})
+    def post(self, request: Request, pk: int) -> Response:
+        episode = _episode(request, pk)
+        waiting = thoughts.ask_for_drafts(episode.pk, request.user)
+        return Response({"steps": waiting}, status=status.HTTP_202_ACCEPTED)
 
 
 class ThoughtView(APIView):

@@ -9,7 +9,8 @@ from functools import lru_cache
 
 from django.core.files.storage import default_storage
 
-from annotation.models import Step
+from annotation.episodes.thoughts import thought_of
+from annotation.models import Decision, Step
 from model_serving.proposers.base import IMAGE_WINDOW, HistoryStep, ProposalRequest
 from vm_pool.actions import Action, ScreenSize
 
@@ -39,7 +40,8 @@ def proposal_request(step: Step) -> ProposalRequest:
         HistoryStep(
             screenshot_png=_png(s) if s.pk in with_image else b"",
             screen=ScreenSize(s.observation.width, s.observation.height),
-            thought=s.final_thought,
+            # A demonstrated step's thought came after it, as a revision (``thoughts``).
+            thought=thought_of(s).text if s.decision == Decision.DEMONSTRATED else s.final_thought,
             action=Action.from_json(s.final_action),
         )
         for s in earlier

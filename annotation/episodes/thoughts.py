@@ -6,9 +6,11 @@ frozen, so each thought is a ``StepRevision`` of the step (its decision and acti
 
 - The person's thought: a revision by them, ``drafted_by`` empty. Writing the same text again
   over a draft approves the draft.
-- A draft: a revision ``drafted_by`` the model that wrote it (for the person who asked). It is
-  nobody's thought until a later revision of the person approves or replaces it, and exports
-  that require approved thoughts leave its episode out (``annotation.datasets``).
+- A draft: a revision ``drafted_by`` the model that wrote it (for the person who asked), asked
+  of the episode's model endpoint for each step still without a thought, one at a time, on the
+  model's queue (``ask_for_drafts``; the demo endpoint drafts scripted text). It is nobody's
+  thought until a later revision of the person approves or replaces it, and exports that
+  require approved thoughts leave its episode out (``annotation.datasets``).
 """
 
 from dataclasses import dataclass
@@ -16,8 +18,10 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from annotation.episodes.ownership import NotTheAnnotator
+from annotation.job_names import DRAFT_THOUGHTS, QUEUES
 from annotation.models import Decision, Episode, Step, StepRevision
 from backend.accounts.models import User
+from backend.celery import send_after_commit
 from backend.errors import DomainError
 
 MAX_THOUGHT_CHARS = 4000
@@ -78,3 +82,26 @@ def write(episode_id: int, user: User, index: int, text: str, drafted_by: str = 
             drafted_by=drafted_by,
         )
     return Thought(text, drafted_by)
+
+
+def waiting_for_a_thought(episode: Episode) -> list[Step]:
+    """The demonstrated steps with no thought yet, neither a person's nor a draft."""
+    steps = (
+        episode.steps.filter(decision=Decision.DEMONSTRATED)
+        .select_related("observation", "episode__task__project")
+        .order_by("index")
+    )
+    return [step for step in steps if not thought_of(step).text.strip()]
+
+
+def ask_for_drafts(episode_id: int, user: User) -> int:
+    """Queue the drafting of the thoughts still missing (by the episode's model endpoint, for
+    ``user`` to check); how many steps wait for one."""
+    with transaction.atomic():
+        episode = Episode.objects.select_for_update().get(pk=episode_id)
+        if episode.annotator_id != user.pk:
+            raise NotTheAnnotator("Only the person who demonstrated the steps drafts the thoughts.")
+        waiting = len(waiting_for_a_thought(episode))
+        if waiting:
+            send_after_commit(DRAFT_THOUGHTS, [episode.pk, user.pk], QUEUES[DRAFT_THOUGHTS])
+    return waiting

@@ -84,3 +84,9 @@ class Proposer(ABC):
         self, request: ProposalRequest, on_text: OnText | None = None
     ) -> ProposalResult:
         """Propose the next step. Raise ModelUnavailable when the model cannot answer."""
+
+    async def draft_thought(self, request: ProposalRequest, action: Action) -> str:
+        """The thought a person's ``action`` at ``request``'s screen would have come with, as
+        this model would write it. Raise ModelUnavailable when it cannot answer (or drafts
+        nothing, as a proposer that is no chat model)."""
+        raise ModelUnavailable(f"the {self.name} proposer drafts no thoughts")

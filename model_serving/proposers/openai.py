@@ -49,7 +49,14 @@ from model_serving.proposers.base import (
     Proposer,
 )
 from model_serving.tls import trusted
-from model_serving.uitars import CoordinateStyle, build_messages, parse_response
+from model_serving.uitars import (
+    CoordinateStyle,
+    build_messages,
+    draft_messages,
+    drafted_thought,
+    parse_response,
+)
+from vm_pool.actions import Action
 
 RETRIED_STATUSES = frozenset({408, 429})
 ERROR_BODY_CHARS = 300
@@ -57,6 +64,16 @@ ERROR_BODY_CHARS = 300
 _limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def _spliced(body: dict[str, Any], placeholder: str, screenshots: list[bytes]) -> bytes:
+    """``body`` as JSON, each placeholder replaced by its screenshot's data URI, in order."""
+    encoded = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    pieces = encoded.split(placeholder.encode())
+    spliced = [pieces[0]]
+    for png, piece in zip(screenshots, pieces[1:], strict=True):
+        spliced += (b"data:image/png;base64,", base64.b64encode(png), piece)
+    return b"".join(spliced)
 
 
 def _endpoint_limit(base_url: str, concurrency: int) -> asyncio.Semaphore:
@@ -156,12 +173,7 @@ class OpenAIProposer(Proposer):
             "stream_options": {"include_usage": True},
             **self.sampling(request.candidates),
         }
-        encoded = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-        pieces = encoded.split(placeholder.encode())
-        spliced = [pieces[0]]
-        for png, piece in zip(screenshots, pieces[1:], strict=True):
-            spliced += (b"data:image/png;base64,", base64.b64encode(png), piece)
-        return b"".join(spliced)
+        return _spliced(body, placeholder, screenshots)
 
     async def propose(
         self, request: ProposalRequest, on_text: OnText | None = None
@@ -188,6 +200,26 @@ class OpenAIProposer(Proposer):
             completion_tokens=stream.completion_tokens,
             latency_ms=latency_ms,
         )
+
+    async def draft_thought(self, request: ProposalRequest, action: Action) -> str:
+        placeholder = f"screenshot-{secrets.token_hex(16)}"
+        screenshots: list[bytes] = []
+
+        def image_url(png: bytes) -> str:
+            screenshots.append(png)
+            return placeholder
+
+        body = {
+            "model": self.model,
+            "messages": draft_messages(request, action, self.style, image_url),
+            "stream": True,
+            **self.sampling(1),
+        }
+        stream = await self._complete(_spliced(body, placeholder, screenshots), None)
+        thought = drafted_thought("".join(stream.texts.get(0, [])))
+        if not thought:
+            raise ModelUnavailable(f"{self.base_url} drafted an empty thought")
+        return thought
 
     async def _complete(self, body: bytes, on_text: OnText | None) -> _Stream:
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}

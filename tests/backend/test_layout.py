@@ -260,6 +260,7 @@ JOB_NAMES = [
     "annotation.jobs.check_replay",
     "annotation.jobs.demonstration_ended",
     "annotation.jobs.dispatch_rollouts",
+    "annotation.jobs.draft_thoughts",
     "annotation.jobs.evaluate_episode",
     "annotation.jobs.evaluate_model_version",
     "annotation.jobs.execute_step",

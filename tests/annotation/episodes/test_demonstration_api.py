@@ -1,11 +1,14 @@
 """The demonstration API (take over, hand back, finish, the control stream, thoughts) refuses what
 it must, with a clear error, and stores nothing then. Database rows only: no desktop runs."""
 
+import threading
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
+from annotation import jobs
+from annotation.datasets.pairs import Filters, iter_samples
 from annotation.episodes import demonstrations, loop
 from annotation.models import (
     Decision,
@@ -17,6 +20,8 @@ from annotation.models import (
     Task,
 )
 from backend.accounts.roles import Role
+from model_serving.demo_endpoint import DemoEndpoint, make_server
+from tests.support.fake_model_server import Reply, serving
 from tests.support.pngs import solid_png
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, Recording, StreamToken
 from vm_pool.screen.screenshots import store_screenshot
@@ -139,3 +144,68 @@ def test_thoughts_are_written_only_on_demonstrated_steps_and_never_empty(running
         {"type": "click", "point": [5, 6]},
         running.annotator,
     )
+
+
+@pytest.fixture
+def demonstrated(running):
+    """The running episode's first step demonstrated (a click), with no thought yet."""
+    Step.objects.filter(episode=running, index=1).update(
+        decision=Decision.DEMONSTRATED,
+        final_action={"type": "click", "point": [640, 400]},
+        decided_by=running.annotator,
+        decided_at=timezone.now(),
+    )
+    return running
+
+
+def test_the_demo_endpoint_drafts_thoughts_that_stay_drafts_until_the_person_approves_them(
+    demonstrated, client_for
+):
+    server = make_server(DemoEndpoint("ui-tars-demo"), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    demonstrated.task.project.model_settings = {"base_url": base, "model": "ui-tars-demo"}
+    demonstrated.task.project.save(update_fields=["model_settings"])
+    client = client_for(demonstrated.annotator)
+    try:
+        answer = client.post(f"/api/episodes/{demonstrated.pk}/draft-thoughts/")
+        assert answer.status_code == 202 and answer.json() == {"steps": 1}
+        assert jobs.draft_thoughts(demonstrated.pk, demonstrated.annotator.pk) == 1
+    finally:
+        server.shutdown()
+    (step,) = client.get(f"/api/episodes/{demonstrated.pk}/").json()["steps"]
+    draft = step["revisions"][-1]
+    assert draft["drafted_by"] == "ui-tars-demo"
+    assert draft["final_thought"].startswith("[Demo endpoint: scripted answer, not a model]")
+    filters = Filters(project_id=demonstrated.task.project_id, require_approved_thoughts=True)
+    Episode.objects.filter(pk=demonstrated.pk).update(ended_at=timezone.now(), outcome="finished")
+    assert list(iter_samples(filters, "sft")) == []  # a draft is no person's thought
+    # Nothing left to draft: asking again queues nothing.
+    assert client.post(f"/api/episodes/{demonstrated.pk}/draft-thoughts/").json() == {"steps": 0}
+
+    url = f"/api/episodes/{demonstrated.pk}/steps/1/thought/"
+    approved = client.put(url, {"thought": draft["final_thought"]}, format="json").json()
+    assert approved["approved"] is True and approved["drafted_by"] == ""
+    (sample,) = iter_samples(filters, "sft")
+    assert sample.completion.thought == draft["final_thought"]
+
+
+def test_a_model_asked_for_a_thought_sees_the_person_s_action_and_the_screen(demonstrated):
+    with serving("ui-tars-1.5-7b") as model:
+        model.script(Reply.text("Thought: The Save button is there, so I click it.\nAction: x"))
+        demonstrated.task.project.model_settings = {
+            "base_url": model.base_url, "model": "ui-tars-1.5-7b", "retries": 0,
+        }  # fmt: skip
+        demonstrated.task.project.save(update_fields=["model_settings"])
+        assert jobs.draft_thoughts(demonstrated.pk, demonstrated.annotator.pk) == 1
+        (request,) = model.chat_requests
+    asked = request.body["messages"][-1]["content"][0]["text"]
+    assert asked.startswith("A person took the action below") and "click(start_box=" in asked
+    assert any(
+        part.get("type") == "image_url"
+        for message in request.body["messages"]
+        for part in message["content"]
+    )
+    revision = StepRevision.objects.get()
+    assert revision.final_thought == "The Save button is there, so I click it."
+    assert revision.drafted_by == "ui-tars-1.5-7b"

@@ -3,7 +3,7 @@
  * and the thought you write for it (why this step, as the model should think it). A thought a
  * model drafted is marked until you approve or edit it.
  */
-import { useState } from "react";
+import { useEffect, useState } from "react";
 import { api } from "../../api";
 import { Button, ErrorBanner, Loading, useApi, useSubmit } from "../../ui";
 import { ActionOverlay } from "../../episode/ActionOverlay";
@@ -62,19 +62,48 @@ function StepThought({ episodeId, step, onSaved }: { episodeId: number; step: St
   );
 }
 
+const DRAFT_WAIT_MS = 90_000;
+
 export function DemonstratedThoughts({ episodeId, refresh }: { episodeId: number; refresh: number }) {
   const { data, error, loading, reload } = useApi<Episode>(`/api/episodes/${episodeId}/?r=${refresh}`);
+  const drafts = useSubmit();
+  // Until when the drafts the model writes one step at a time are looked for.
+  const [draftingUntil, setDraftingUntil] = useState<number | null>(null);
+  const steps = demonstratedSteps(data?.steps ?? []);
+  const unwritten = steps.filter((s) => !thoughtOf(s).text.trim()).length;
+  useEffect(() => {
+    if (draftingUntil === null) return;
+    if (unwritten === 0 || Date.now() > draftingUntil) {
+      setDraftingUntil(null);
+      return;
+    }
+    const timer = window.setTimeout(reload, 2000);
+    return () => window.clearTimeout(timer);
+  }, [draftingUntil, unwritten, data, reload]);
   if (loading && !data) return <Loading label="Loading your demonstrated steps…" />;
   if (error) return <ErrorBanner error={error} />;
-  const steps = demonstratedSteps(data?.steps ?? []);
   if (steps.length === 0) return null;
   const left = thoughtsLeft(steps);
+  const askForDrafts = () =>
+    drafts.run(async () => {
+      const { steps: waiting } = await api.post<{ steps: number }>(`/api/episodes/${episodeId}/draft-thoughts/`);
+      if (waiting > 0) setDraftingUntil(Date.now() + DRAFT_WAIT_MS);
+    });
   return (
     <section className="demonstrated" aria-label="Your demonstrated steps" data-testid="demonstrated-thoughts">
       <h2>Your demonstrated steps</h2>
       <p role="status" data-testid="thoughts-left">
         {left === 0 ? "Every step has your thought." : `${left} step${left === 1 ? "" : "s"} still need${left === 1 ? "s" : ""} your thought.`}
       </p>
+      <ErrorBanner error={drafts.error} onDismiss={drafts.dismiss} />
+      {unwritten > 0 ? (
+        <p>
+          <Button onClick={askForDrafts} disabled={drafts.busy || draftingUntil !== null} data-testid="draft-thoughts">
+            {draftingUntil !== null ? "The model is drafting…" : "Draft the missing thoughts with the model"}
+          </Button>{" "}
+          <span className="meta">Each draft stays marked as the model&apos;s until you approve or edit it.</span>
+        </p>
+      ) : null}
       <ol>
         {steps.map((step) => (
           <StepThought key={`${step.index}-${step.revisions.length}`} episodeId={episodeId} step={step} onSaved={reload} />
