@@ -12,6 +12,7 @@ import { Link, useParams } from "react-router-dom";
 import { api, roleIn } from "../api";
 import { Button, ErrorBanner, Loading, useApi, useMe, usePoll, useSubmit } from "../ui";
 import { EvaluationPanel } from "./Evaluation";
+import { replayCheckText } from "./evaluation";
 import { DECISION_LABEL, seconds, when } from "../ui/format";
 import { LiveView } from "./LiveView";
 import { stepBadge, undecidedNote } from "./liveStep";
@@ -319,6 +320,12 @@ export function EpisodeViewer({
         <SendToAnnotators episode={episode} selected={selected} reviews={reviews} onDone={reload} />
       ) : null}
       <BranchOrigin episode={episode} />
+      {episode.steps.some((s) => s.decision === "demonstrated") ? (
+        <p className={`replay-check replay-${episode.replay_check?.status ?? "none"}`} data-testid="replay-check">
+          <strong>{episode.demonstration ? "Demonstrated" : "Partly demonstrated (taken over)"} by the annotator.</strong>{" "}
+          {replayCheckText(episode.replay_check) || "Not replayed."}
+        </p>
+      ) : null}
       <EvaluationPanel episode={episode} />
       {episode.ended_at === null ? <LiveView episodeId={episode.id} last={episode.steps[episode.steps.length - 1] ?? null} /> : null}
       <div className="viewer-body">

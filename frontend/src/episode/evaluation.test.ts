@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { metricVerdict, shortened, taskSuccessCell } from "./evaluation";
+import { metricVerdict, replayCheckText, shortened, taskSuccessCell } from "./evaluation";
 
 describe("taskSuccessCell", () => {
   it("writes a score with two decimals and its reason in the title", () => {
@@ -42,5 +42,14 @@ describe("shortened", () => {
     expect(shortened(["a", 1])).toBe('["a",1]');
     expect(shortened(undefined)).toBe("—");
     expect(shortened("x".repeat(10), 4)).toBe("xxxx…");
+  });
+});
+
+describe("the replay check", () => {
+  it("says whether a demonstration replays and where it diverged", () => {
+    expect(replayCheckText(undefined)).toBe("");
+    expect(replayCheckText({ status: "replays" })).toMatch(/^Replays/);
+    expect(replayCheckText({ status: "diverges", first_divergent_step: 3 })).toMatch(/^Diverges at step 3/);
+    expect(replayCheckText({ status: "failed", reason: "no fresh desktop was ready" })).toMatch(/no fresh desktop/);
   });
 });

@@ -1,5 +1,5 @@
 /** How the pages write what a task's evaluator made of an episode (annotation.evaluations). */
-import type { EpisodeSummary, MetricDetail } from "../domain/api";
+import type { EpisodeSummary, MetricDetail, ReplayCheck } from "../domain/api";
 
 export interface SuccessCell {
   text: string;
@@ -41,4 +41,20 @@ export function shortened(value: unknown, max = 160): string {
   if (value === undefined) return "—";
   const text = typeof value === "string" ? value : JSON.stringify(value);
   return text.length <= max ? text : `${text.slice(0, max)}…`;
+}
+
+/** What the replay check of a demonstration found, in a sentence ("" when there is none). */
+export function replayCheckText(check: ReplayCheck | undefined): string {
+  switch (check?.status) {
+    case "pending":
+      return "Replaying the demonstration on a fresh desktop…";
+    case "replays":
+      return "Replays: run again on a fresh desktop with the same setup, every step reached the screen it was demonstrated on.";
+    case "diverges":
+      return `Diverges at step ${check.first_divergent_step}: replayed on a fresh desktop, its screen differed from the one demonstrated.`;
+    case "failed":
+      return `The replay check could not run: ${check.reason ?? "no reason given"}.`;
+    default:
+      return "";
+  }
 }
