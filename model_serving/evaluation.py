@@ -5,7 +5,7 @@
 ``share`` of 2**64 (``settings.TANDEM_HELD_OUT_SHARE``, 10 % by default). The split depends on
 nothing but the id, so it never moves as data arrives, and every process computes the same one.
 Held-out episodes are never training data: dataset exports used for fine-tuning are built with the
-pair builder's ``exclude_held_out`` filter (``annotation.datasets.pairs.Filters``), which honours
+pair builder's ``exclude_held_out`` filter (``annotation.datasets.records.Filters``), which honours
 ``is_held_out``, and the fine-tuning API refuses exports built without it.
 
 **Step success.** A held-out step is given to the version exactly as the live loop gives it

@@ -39,8 +39,10 @@ class TandemTokens(BasePlugin):
     def lookup(self, token: str) -> tuple[str, int | str] | None:
         from django.db import connection
 
-        # Imported here: it needs the app registry, set up in __init__.
-        from vm_pool.streaming import resolve_control_token, resolve_stream_token
+        from vm_pool.streaming import (  # here: it needs the app registry, set up in __init__
+            resolve_control_token,
+            resolve_stream_token,
+        )
 
         try:
             target = resolve_stream_token(token)

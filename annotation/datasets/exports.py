@@ -48,6 +48,7 @@ from django.utils import timezone
 
 from annotation.datasets import pairs
 from annotation.datasets.formats import llama_factory, trl
+from annotation.datasets.records import Filters, ReviewStatus, Source
 from annotation.job_names import BUILD_EXPORT
 from annotation.models import DatasetExport, Project
 from backend import attempts
@@ -96,12 +97,12 @@ class ExportFilters:
     date_from: datetime | None = None
     date_to: datetime | None = None
     model_version: str | None = None
-    review_status: pairs.ReviewStatus = "any"
+    review_status: ReviewStatus = "any"
     annotator: str | None = None  # username
     include_accepted: bool = False
     exclude_held_out: bool = False  # leave out the evaluation split, as fine-tuning needs
     min_task_success: float | None = None  # only episodes the task's evaluator scored this high
-    source: pairs.Source = "interactive"  # or validated rollouts
+    source: Source = "interactive"  # or validated rollouts
     drop_no_visible_effect: bool = False  # leave out steps whose action changed nothing
     # Leave out demonstrations whose thoughts are not all a person's, or that did not replay.
     require_approved_thoughts: bool = False
@@ -300,12 +301,12 @@ class _Checkpoints:
             self.records, self.checked_at = 0, time.monotonic()
 
 
-def _filters(export: DatasetExport) -> tuple[pairs.Filters, bool]:
+def _filters(export: DatasetExport) -> tuple[Filters, bool]:
     given = export.filters
     annotator_id = None
     if given.get("annotator"):
         annotator_id = User.objects.get(username=given["annotator"]).pk
-    filters = pairs.Filters(
+    filters = Filters(
         project_id=export.project_id,
         ended_from=datetime.fromisoformat(given["date_from"]) if given.get("date_from") else None,
         ended_until=datetime.fromisoformat(given["date_to"]) if given.get("date_to") else None,

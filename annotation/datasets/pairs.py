@@ -64,33 +64,35 @@ export and shared by every record of its episode.
 from __future__ import annotations
 
 import itertools
-from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Literal
 
-from django.db.models import F, Lookup, OuterRef, Q, QuerySet, Subquery, Value
-
-from annotation.episodes.decision_rules import same_step
-from annotation.models import (
-    DatasetExport,
-    Decision,
-    Episode,
-    EpisodeMode,
-    EpisodeOutcome,
-    Proposal,
-    Review,
-    Step,
-    StepRevision,
+from annotation.datasets.finals import (
+    EPISODE_COLUMNS,
+    EpisodeRow,
+    Final,
+    ProposalRow,
+    episodes_for,
+    read_finals,
 )
+from annotation.datasets.records import (
+    Context,
+    CtSample,
+    ErrorCorrectionPair,
+    Filters,
+    HistoryTurn,
+    PostReflectionPair,
+    Sample,
+    SftKind,
+    SftSample,
+    Source,
+    StepTarget,
+    Tally,
+)
+from annotation.episodes.decision_rules import same_step
+from annotation.models import DatasetExport, Decision, Review
 from model_serving.evaluation import is_held_out
 from model_serving.proposers.base import IMAGE_WINDOW
-from vm_pool.actions import Action, ScreenSize
-
-ReviewStatus = Literal["accepted", "rejected", "unreviewed", "any"]
-SftKind = Literal["corrected", "reflection", "accepted", "rollout", "demonstrated"]
-Source = Literal["interactive", "rollout"]
+from vm_pool.actions import Action
 
 DEFAULT_CHUNK_SIZE = 50
 
@@ -106,116 +108,6 @@ NO_DECIDED_STEP = "episode without a decided step"
 NO_VISIBLE_EFFECT = "step whose action had no visible effect"
 THOUGHTS_NOT_APPROVED = "demonstration with a thought not written or approved by a person"
 NOT_REPLAYED = "demonstration whose replay check did not pass"
-
-
-# --- records -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryTurn:
-    """An earlier step as it finally was: its observation and the final thought and action."""
-
-    step_index: int
-    decision: str
-    screenshot: str  # sha256 of the step's observation
-    screen: ScreenSize
-    thought: str
-    action_json: dict[str, Any]
-    action_text: str  # UI-TARS text, screen pixels of ``screen``
-
-
-@dataclass(frozen=True, slots=True)
-class Context:
-    """What the model sees before step τ."""
-
-    instruction: str
-    platform: str
-    history: tuple[HistoryTurn, ...]
-    screenshots: tuple[str, ...]  # the last IMAGE_WINDOW observations, oτ last
-    screen_sizes: tuple[ScreenSize, ...]  # one per screenshot
-    # The episode's score by its task's evaluator (0–1), None where it was not scored.
-    task_success: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StepTarget:
-    thought: str
-    action_json: dict[str, Any]
-    action_text: str  # UI-TARS text, screen pixels of oτ
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorCorrectionPair:
-    episode_id: int
-    step_index: int
-    context: Context
-    chosen: StepTarget
-    rejected: StepTarget
-
-
-@dataclass(frozen=True, slots=True)
-class PostReflectionPair:
-    episode_id: int
-    step_index: int  # τ+1, the reflective step
-    context: Context
-    chosen: StepTarget
-    rejected: StepTarget
-
-
-@dataclass(frozen=True, slots=True)
-class SftSample:
-    episode_id: int
-    step_index: int
-    context: Context
-    completion: StepTarget
-    kind: SftKind
-
-
-@dataclass(frozen=True, slots=True)
-class CtSample:
-    episode_id: int
-    instruction: str
-    platform: str
-    outcome: str
-    steps: tuple[HistoryTurn, ...]
-    task_success: float | None = None
-
-
-Sample = ErrorCorrectionPair | PostReflectionPair | SftSample | CtSample
-
-
-@dataclass(frozen=True, slots=True)
-class Filters:
-    """Which episodes an export reads. Dates bound ``ended_at``: from inclusive, until exclusive."""
-
-    project_id: int
-    ended_from: datetime | None = None
-    ended_until: datetime | None = None
-    model_version: str | None = None
-    review_status: ReviewStatus = "any"
-    annotator_id: int | None = None
-    # Leave out the held-out split (model_serving.evaluation.is_held_out): datasets meant for
-    # fine-tuning must, so that offline evaluation scores steps the model never trained on.
-    exclude_held_out: bool = False
-    # Only episodes their task's evaluator scored at least this (unscored ones are left out).
-    min_task_success: float | None = None
-    # People's episodes, or rollouts routed by their validation (V=1: SFT, V=0: CT).
-    source: Source = "interactive"
-    # Leave out, as targets, steps whose action changed nothing it was meant to change
-    # (``Step.no_visible_effect``); they stay in later steps' history, where they happened.
-    drop_no_visible_effect: bool = False
-    # Leave out episodes with demonstrated steps whose thoughts are not all a person's (written,
-    # or a draft approved), or whose replay check did not find them replaying.
-    require_approved_thoughts: bool = False
-    require_replay: bool = False
-
-
-@dataclass
-class Tally:
-    """What a run yielded and what it skipped, by record type and by reason."""
-
-    yielded: Counter[str] = field(default_factory=Counter)
-    skipped: Counter[str] = field(default_factory=Counter)
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -239,10 +131,10 @@ def iter_samples(
     if kind not in DatasetExport.Kind.values:
         raise ValueError(f"unknown dataset kind {kind!r}; one of {', '.join(DatasetExport.Kind)}")
     tally = tally if tally is not None else Tally()
-    rows = _episodes(filters, kind).values_list(*_EPISODE_COLUMNS).iterator(chunk_size=chunk_size)
-    while chunk := [_EpisodeRow(*row) for row in itertools.islice(rows, chunk_size)]:
+    rows = episodes_for(filters, kind).values_list(*EPISODE_COLUMNS).iterator(chunk_size=chunk_size)
+    while chunk := [EpisodeRow(*row) for row in itertools.islice(rows, chunk_size)]:
         held_out = {e.id for e in chunk if filters.exclude_held_out and is_held_out(e.id)}
-        finals = _read_finals(
+        finals = read_finals(
             [e.id for e in chunk if e.id not in held_out],
             with_proposals=kind == DatasetExport.Kind.DPO,
         )
@@ -271,193 +163,13 @@ def iter_samples(
 
 def count_episodes(filters: Filters, kind: str) -> int:
     """How many episodes ``iter_samples`` reads for these filters: the measure of its progress."""
-    return _episodes(filters, kind).count()
-
-
-def _episodes(filters: Filters, kind: str) -> QuerySet[Episode]:
-    latest = Review.objects.filter(episode=OuterRef("pk")).order_by("-created_at", "-id")
-    episodes = Episode.objects.filter(
-        task__project_id=filters.project_id, ended_at__isnull=False
-    ).annotate(
-        review_verdict=Subquery(latest.values("verdict")[:1]),
-        review_first_wrong_step=Subquery(latest.values("first_wrong_step")[:1]),
-    )
-    if filters.ended_from is not None:
-        episodes = episodes.filter(ended_at__gte=filters.ended_from)
-    if filters.ended_until is not None:
-        episodes = episodes.filter(ended_at__lt=filters.ended_until)
-    if filters.model_version is not None:
-        episodes = episodes.filter(model_version=filters.model_version)
-    if filters.annotator_id is not None:
-        episodes = episodes.filter(annotator_id=filters.annotator_id)
-    if filters.min_task_success is not None:
-        episodes = episodes.filter(task_success__gte=filters.min_task_success)
-    if filters.review_status == "unreviewed":
-        episodes = episodes.filter(review_verdict__isnull=True)
-    elif filters.review_status != "any":
-        episodes = episodes.filter(review_verdict=filters.review_status)
-    if filters.source == "rollout":
-        episodes = episodes.filter(mode=EpisodeMode.AUTONOMOUS)
-        if kind == DatasetExport.Kind.SFT:
-            # V = 1, or a reviewer named the first wrong step: the steps before it are valid.
-            prefix = Q(
-                review_verdict=Review.Verdict.REJECTED, review_first_wrong_step__isnull=False
-            )
-            episodes = episodes.filter(Q(rollout__verdict=True) | prefix)
-        elif kind == DatasetExport.Kind.CT:
-            episodes = episodes.filter(rollout__verdict=False)
-        else:  # a rollout's pairs come from the branch tasks people work, not from itself
-            episodes = episodes.none()
-        return episodes.order_by("id")
-    episodes = episodes.filter(mode=EpisodeMode.INTERACTIVE)
-    if kind == DatasetExport.Kind.CT:
-        episodes = episodes.filter(
-            Q(review_verdict=Review.Verdict.REJECTED) | Q(outcome=EpisodeOutcome.ABANDONED)
-        )
-    return episodes.order_by("id")
-
-
-# Rows are read as plain values, not model instances: building Step and Proposal objects was
-# most of the reading time, and the records only need these columns.
-_EPISODE_COLUMNS = (
-    "pk",
-    "task__instruction",
-    "task__project__platform",
-    "outcome",
-    "review_verdict",
-    "review_first_wrong_step",
-    "task_success",
-    "replay_check",
-)
-_STEP_COLUMNS = (
-    "pk",
-    "episode_id",
-    "index",
-    "decision",
-    "final_thought",
-    "final_action",
-    "chosen_proposal_id",
-    "observation_id",  # the screenshot's sha256, its primary key
-    "observation__width",
-    "observation__height",
-    "no_visible_effect",
-)
-
-
-class _AnyOf(Lookup):  # type: ignore[type-arg]
-    """``column = ANY(array)``: the values as one array parameter. ``__in`` sends one parameter
-    per value, and preparing a chunk's thousand step ids that way cost more than the query."""
-
-    lookup_name = "any_of"
-
-    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, tuple[Any, ...]]:
-        lhs, lhs_params = self.process_lhs(compiler, connection)
-        rhs, rhs_params = self.process_rhs(compiler, connection)
-        return f"{lhs} = ANY({rhs})", (*lhs_params, *rhs_params)
-
-
-@dataclass(frozen=True, slots=True)
-class _EpisodeRow:
-    id: int
-    instruction: str
-    platform: str
-    outcome: str
-    review_verdict: str | None
-    review_first_wrong_step: int | None
-    task_success: float | None
-    replay_check: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class _ProposalRow:
-    id: int
-    thought: str
-    action_json: dict[str, Any] | None
-    invalid_reason: str
-
-    @property
-    def is_valid(self) -> bool:
-        return not self.invalid_reason
-
-
-@dataclass(frozen=True, slots=True)
-class _Final:
-    """A decided step as it finally was (its latest revision applied), with its proposals."""
-
-    turn: HistoryTurn
-    chosen_proposal_id: int | None
-    proposals: list[_ProposalRow]  # by rank; read for pairs only
-    no_visible_effect: bool = False
-    drafted: bool = False  # its thought is a model's draft no person approved yet
-
-    def target(self) -> StepTarget:
-        return StepTarget(self.turn.thought, self.turn.action_json, self.turn.action_text)
-
-
-def _read_finals(ids: list[int], with_proposals: bool) -> dict[int, list[_Final]]:
-    """The finals of a chunk of episodes, by episode id, in step order: their decided steps,
-    then those steps' revisions and (for pairs) proposals, in one query each."""
-    steps = list(
-        Step.objects.filter(episode_id__in=ids, decided_at__isnull=False)
-        .order_by("episode_id", "index")
-        .values_list(*_STEP_COLUMNS)
-    )
-    # Revisions and proposals are looked up by step id, as a prefetch would: an index scan
-    # whatever the size of the tables.
-    of_steps = _AnyOf(F("step_id"), Value([step[0] for step in steps]))
-    latest_revision = {
-        step_id: (decision, thought, action, drafted_by)  # by number: the last read is latest
-        for step_id, decision, thought, action, drafted_by in StepRevision.objects.filter(of_steps)
-        .order_by("step_id", "number")
-        .values_list("step_id", "decision", "final_thought", "final_action", "drafted_by")
-    }
-    proposals: dict[int, list[_ProposalRow]] = defaultdict(list)
-    if with_proposals:
-        for step_id, proposal_id, thought, action, invalid_reason in (
-            Proposal.objects.filter(of_steps, superseded=False)  # made for a replaced screen
-            .order_by("step_id", "rank")
-            .values_list("step_id", "pk", "thought", "action", "invalid_reason")
-        ):
-            proposals[step_id].append(_ProposalRow(proposal_id, thought, action, invalid_reason))
-    finals: dict[int, list[_Final]] = {episode_id: [] for episode_id in ids}
-    screens: dict[tuple[int, int], ScreenSize] = {}
-    for (
-        step_id,
-        episode_id,
-        index,
-        decision,
-        thought,
-        action,
-        chosen,
-        sha,
-        width,
-        height,
-        inert,
-    ) in steps:
-        drafted_by = ""
-        if step_id in latest_revision:
-            decision, thought, action, drafted_by = latest_revision[step_id]
-        assert action is not None  # decided steps always have one
-        screen = screens.setdefault((width, height), ScreenSize(width, height))
-        turn = HistoryTurn(
-            step_index=index,
-            decision=decision,
-            screenshot=sha,
-            screen=screen,
-            thought=thought,
-            action_json=action,
-            action_text=Action.from_json(action).to_text(),
-        )
-        finals[episode_id].append(
-            _Final(turn, chosen, proposals.get(step_id, []), inert, bool(drafted_by))
-        )
-    return finals
+    return episodes_for(filters, kind).count()
 
 
 # --- building ------------------------------------------------------------------------------
 
 
-def _context(episode: _EpisodeRow, turns: list[HistoryTurn], at: int) -> Context:
+def _context(episode: EpisodeRow, turns: list[HistoryTurn], at: int) -> Context:
     """The context of the step at position ``at``: ``turns[:at]`` as history, ``turns[at]``'s
     observation as oτ."""
     window = turns[max(0, at + 1 - IMAGE_WINDOW) : at + 1]
@@ -471,7 +183,7 @@ def _context(episode: _EpisodeRow, turns: list[HistoryTurn], at: int) -> Context
     )
 
 
-def _model_proposal(final: _Final) -> _ProposalRow | None:
+def _model_proposal(final: Final) -> ProposalRow | None:
     picked = next((p for p in final.proposals if p.id == final.chosen_proposal_id), None)
     if picked is not None and picked.is_valid:
         return picked
@@ -480,7 +192,7 @@ def _model_proposal(final: _Final) -> _ProposalRow | None:
     return next((p for p in final.proposals if p.is_valid), None)
 
 
-def _demonstration_refused(episode: _EpisodeRow, finals: list[_Final], filters: Filters) -> str:
+def _demonstration_refused(episode: EpisodeRow, finals: list[Final], filters: Filters) -> str:
     """Why an episode with demonstrated steps is left out under the filters, if it is."""
     shown = [f for f in finals if f.turn.decision == Decision.DEMONSTRATED]
     if not shown:
@@ -494,7 +206,7 @@ def _demonstration_refused(episode: _EpisodeRow, finals: list[_Final], filters: 
     return ""
 
 
-def _usable_steps(episode: _EpisodeRow, finals: list[_Final], tally: Tally) -> int:
+def _usable_steps(episode: EpisodeRow, finals: list[Final], tally: Tally) -> int:
     """How many of the episode's finals may be targets, after its latest review."""
     if episode.review_verdict != Review.Verdict.REJECTED:
         return len(finals)
@@ -505,8 +217,8 @@ def _usable_steps(episode: _EpisodeRow, finals: list[_Final], tally: Tally) -> i
 
 
 def _step_records(
-    episode: _EpisodeRow,
-    finals: list[_Final],
+    episode: EpisodeRow,
+    finals: list[Final],
     kind: str,
     include_accepted: bool,
     filters: Filters,
@@ -539,7 +251,7 @@ def _step_records(
                 yield pair
 
 
-def _took_over(final: _Final) -> bool:
+def _took_over(final: Final) -> bool:
     """A demonstrated step the person began over the model's proposal (a take over)."""
     return final.turn.decision == Decision.DEMONSTRATED and final.chosen_proposal_id is not None
 
@@ -561,10 +273,10 @@ def _sft_kind(
 
 
 def _pair(
-    episode: _EpisodeRow,
+    episode: EpisodeRow,
     turns: list[HistoryTurn],
     at: int,
-    final: _Final,
+    final: Final,
     reflection: bool,
     tally: Tally,
 ) -> ErrorCorrectionPair | PostReflectionPair | None:
@@ -585,7 +297,7 @@ def _pair(
     return record(episode.id, final.turn.step_index, context, final.target(), rejected)
 
 
-def _ct_sample(episode: _EpisodeRow, finals: list[_Final]) -> CtSample:
+def _ct_sample(episode: EpisodeRow, finals: list[Final]) -> CtSample:
     return CtSample(
         episode_id=episode.id,
         instruction=episode.instruction,

@@ -79,7 +79,8 @@ def naive_run(project_id: int, out: Path) -> float:
     """Everything in memory, then one ``json.dump``: the anchor."""
     from annotation.datasets.formats.conversation import Renderer
     from annotation.datasets.formats.trl import row_for
-    from annotation.datasets.pairs import Filters, iter_samples
+    from annotation.datasets.pairs import iter_samples
+    from annotation.datasets.records import Filters
     from vm_pool.models import Screenshot
 
     started = time.perf_counter()

@@ -3,6 +3,7 @@ each rule of the module, and the event each step starts at."""
 
 import random
 
+from tests.support.demo_corpus import corpus, matches
 from vm_pool.actions import Action
 from vm_pool.recording.reduce import Event, Key, Pointer, StepStarts, reduce_events
 
@@ -216,3 +217,16 @@ def test_the_gate_grabs_before_each_step_s_first_event_and_not_inside_a_typing_r
         starts = set(starts_of(session.events))
         for step in reduce_events(session.events).steps:
             assert step.first_event in starts, (seed, step)
+
+
+def test_human_like_sessions_reduce_to_their_intended_actions():
+    """The benchmark's corpus (curved paths, jitter, typos, key repeat, wheel bursts): every
+    intended action comes back, in order, and each first event is one the gate grabs before."""
+    for one in corpus(60):
+        reduced = reduce_events(one.events)
+        got = [step.action.to_json() for step in reduced.steps]
+        assert len(got) == len(one.intended), (got, one.intended)
+        for action, wanted in zip(got, one.intended, strict=True):
+            assert matches(action, wanted), (action, wanted)
+        starts = set(starts_of(one.events))
+        assert {step.first_event for step in reduced.steps} <= starts

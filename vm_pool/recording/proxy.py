@@ -47,10 +47,9 @@ class GatedProxyHandler(ProxyRequestHandler):
             connection.close()
 
     def _gated_proxy(self, target: Any, recording_id: int) -> None:
-        # Imported here: the app registry is set up by the token plugin when the server starts.
-        from vm_pool import pool
-        from vm_pool.models import Recording
-        from vm_pool.recording.gate import Gate, GateClosed
+        from vm_pool import pool  # here: the token plugin sets the app registry up first
+        from vm_pool.models import Recording  # here: after the app registry's setup
+        from vm_pool.recording.gate import Gate, GateClosed  # here: after the registry's setup
 
         recording = Recording.objects.select_related("desktop").get(pk=recording_id)
         if recording.desktop is None:

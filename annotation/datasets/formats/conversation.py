@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from annotation.datasets.pairs import Context, CtSample, HistoryTurn, StepTarget
+from annotation.datasets.records import Context, CtSample, HistoryTurn, StepTarget
 from model_serving.uitars import SYSTEM_PROMPT, assistant_text, prompt_text
 from vm_pool.actions import Action, ScreenSize
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from annotation.datasets.formats.conversation import Renderer
-from annotation.datasets.pairs import (
+from annotation.datasets.records import (
     Context,
     ErrorCorrectionPair,
     PostReflectionPair,

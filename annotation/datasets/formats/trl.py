@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 from datasets import Features, Image, List, Value
 
 from annotation.datasets.formats.conversation import Renderer, Turn, screenshots
-from annotation.datasets.pairs import (
+from annotation.datasets.records import (
     CtSample,
     ErrorCorrectionPair,
     PostReflectionPair,

@@ -12,7 +12,7 @@ import pytest
 
 from annotation.datasets import pairs
 from annotation.datasets.formats.llama_factory import write_llama_factory
-from annotation.datasets.pairs import (
+from annotation.datasets.records import (
     Context,
     ErrorCorrectionPair,
     Filters,

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from annotation import jobs
 from annotation.datasets import pairs as datasets
-from annotation.datasets.pairs import (
+from annotation.datasets.records import (
     Context,
     ErrorCorrectionPair,
     Filters,

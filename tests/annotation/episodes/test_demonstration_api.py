@@ -8,7 +8,8 @@ import pytest
 from django.utils import timezone
 
 from annotation import jobs
-from annotation.datasets.pairs import Filters, iter_samples
+from annotation.datasets.pairs import iter_samples
+from annotation.datasets.records import Filters
 from annotation.episodes import demonstrations, loop
 from annotation.models import (
     Decision,

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from annotation.datasets.pairs import Filters, iter_samples
+from annotation.datasets.pairs import iter_samples
+from annotation.datasets.records import Filters
 from annotation.episodes import demonstrations, loop, proposals, replay_check, scoring, thoughts
 from annotation.management.commands.seed_demo import DEMO_TASKS
 from annotation.models import (
