@@ -35,6 +35,7 @@ from annotation.flywheel.model_api import (
     ModelVersionViewSet,
     ProjectModelVersionsView,
 )
+from annotation.quality.api import GoldView
 from annotation.rollouts.api import RolloutBatchViewSet, RolloutViewSet, ValidationSettingsView
 from backend import views
 from backend.accounts.api import AccessTokenViewSet, MeView
@@ -114,6 +115,7 @@ urlpatterns = [
         ControlStreamView.as_view(),
         name="episode-control-stream",
     ),
+    path("api/episodes/<int:pk>/gold/", GoldView.as_view(), name="episode-gold"),
     path(
         "api/episodes/<int:pk>/draft-thoughts/",
         DraftThoughtsView.as_view(),

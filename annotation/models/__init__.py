@@ -21,6 +21,7 @@ from annotation.models.episodes import (
 )
 from annotation.models.exports import DatasetExport
 from annotation.models.projects import Membership, Platform, Project
+from annotation.models.quality import GoldStep
 from annotation.models.rollouts import BatchStatus, Rollout, RolloutBatch, RolloutStatus
 from annotation.models.tasks import Task, TaskEvent, TaskStatus
 
@@ -34,6 +35,7 @@ __all__ = [
     "EpisodeMode",
     "EpisodeOutcome",
     "EvaluationStatus",
+    "GoldStep",
     "Membership",
     "Platform",
     "Project",

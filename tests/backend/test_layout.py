@@ -8,8 +8,9 @@ The rules, each named in the message of an import that breaks it:
   ``annotation``; ``model_serving`` does not import ``annotation``.
 - **floors**: inside ``annotation`` and ``vm_pool``, a domain module imports from its own room
   and from lower floors only, and rooms on one floor never import each other (``FLOORS``):
-  ``annotation``'s ``models`` 0, ``projects`` 1, ``episodes`` 2, ``rollouts`` and ``datasets`` 3,
-  ``flywheel`` 4; ``vm_pool``'s action space and records at the bottom, the pool on top.
+  ``annotation``'s ``models`` 0, ``projects`` and ``quality`` 1, ``episodes`` 2, ``rollouts`` and
+  ``datasets`` 3, ``flywheel`` 4; ``vm_pool``'s action space and records at the bottom, the pool
+  on top.
 - **faces**: no domain module imports a face (``jobs``, ``admin``, ``api``, ``serializers``,
   ``consumers``, ``management``, ``demo``, the stream's views, websockify's plugin and its
   proxy with the recording gate). Faces
@@ -33,8 +34,8 @@ from backend.celery import app as celery_app
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ("backend", "vm_pool", "model_serving", "annotation")
 FLOORS = {
-    "annotation": {"models": 0, "projects": 1, "episodes": 2, "rollouts": 3, "datasets": 3,
-                   "flywheel": 4},
+    "annotation": {"models": 0, "projects": 1, "quality": 1, "episodes": 2, "rollouts": 3,
+                   "datasets": 3, "flywheel": 4},
     # The environment: records and the action space at the bottom, the pool on top.
     "vm_pool": {"actions": 0, "devtools": 0, "models": 0, "desktop": 1, "screen": 2,
                 "sandbox": 2, "task_files": 2, "x11": 3, "setup": 3, "recording": 3, "agent": 4,
@@ -237,6 +238,7 @@ TABLES = [
     ("annotation.DatasetExport", "annotation_datasetexport"),
     ("annotation.Demonstration", "annotation_demonstration"),
     ("annotation.Episode", "annotation_episode"),
+    ("annotation.GoldStep", "annotation_goldstep"),
     ("annotation.Membership", "annotation_membership"),
     ("annotation.Project", "annotation_project"),
     ("annotation.Proposal", "annotation_proposal"),

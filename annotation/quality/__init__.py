@@ -1,0 +1,1 @@
+"""Quality control of crowd work (design §13): gold steps and what counts as right."""
