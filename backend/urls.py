@@ -35,7 +35,7 @@ from annotation.flywheel.model_api import (
     ModelVersionViewSet,
     ProjectModelVersionsView,
 )
-from annotation.quality.api import GoldView
+from annotation.quality.api import GoldView, MyScorecardView, ScorecardsView
 from annotation.rollouts.api import RolloutBatchViewSet, RolloutViewSet, ValidationSettingsView
 from backend import views
 from backend.accounts.api import AccessTokenViewSet, MeView
@@ -116,6 +116,16 @@ urlpatterns = [
         name="episode-control-stream",
     ),
     path("api/episodes/<int:pk>/gold/", GoldView.as_view(), name="episode-gold"),
+    path(
+        "api/projects/<int:pk>/scorecards/",
+        ScorecardsView.as_view(),
+        name="project-scorecards",
+    ),
+    path(
+        "api/projects/<int:pk>/scorecards/mine/",
+        MyScorecardView.as_view(),
+        name="project-my-scorecard",
+    ),
     path(
         "api/episodes/<int:pk>/draft-thoughts/",
         DraftThoughtsView.as_view(),

@@ -5,20 +5,27 @@
   steps (every decided step when ``steps`` is left out) become gold, each with its answers or
   the answer its final action makes. A refusal (400 ``bad_gold``, 409 ``gold_not_allowed``) says
   why and stores nothing.
+- ``GET /api/projects/{id}/scorecards/?ended_from=&ended_until=&as=csv`` → every annotator's
+  scorecard (``annotation.quality.scorecards``), for those who view the project's episodes;
+  ``GET /api/projects/{id}/scorecards/mine/`` → the caller's own, for anyone who works in it.
 """
 
+from datetime import UTC, datetime, time
 from typing import Any
 
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
+from django.utils.dateparse import parse_date, parse_datetime
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.models import GoldStep
+from annotation.models import GoldStep, Project
 from annotation.projects import access
-from annotation.quality import gold
+from annotation.quality import gold, scorecards
 from backend.accounts.roles import Capability
+from backend.errors import DomainError
 
 
 def _gold_json(steps: list[GoldStep]) -> dict[str, Any]:
@@ -51,3 +58,54 @@ class GoldView(APIView):
         if steps is not None and not isinstance(steps, list):
             raise gold.BadGold("steps is a list of {step, answers}.")
         return Response(_gold_json(gold.set_gold(episode, request.user, steps)))
+
+
+def _period(request: Request) -> dict[str, Any]:
+    period: dict[str, Any] = {}
+    for name in ("ended_from", "ended_until"):
+        value = request.query_params.get(name)
+        if value:
+            try:
+                parsed = parse_datetime(value) or _date(value)
+            except ValueError:
+                parsed = None
+            if parsed is None:
+                raise BadPeriod(f"{name} is a date or a date and time, not {value!r}.")
+            period[name] = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return period
+
+
+def _date(value: str) -> Any:
+    day = parse_date(value)
+    return None if day is None else datetime.combine(day, time.min, tzinfo=UTC)
+
+
+class BadPeriod(DomainError):
+    status_code = 400
+    code = "bad_period"
+
+
+class ScorecardsView(APIView):
+    token_resource = "projects"
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, pk: int) -> Any:
+        project = get_object_or_404(Project, pk=pk)
+        access.require(request.user, project, Capability.VIEW_EPISODES)
+        cards = scorecards.scorecards(project.pk, **_period(request))
+        if request.query_params.get("as") == "csv":
+            response = HttpResponse(scorecards.as_csv(cards), content_type="text/csv")
+            response["Content-Disposition"] = f'attachment; filename="scorecards-{pk}.csv"'
+            return response
+        return Response({"scorecards": scorecards.as_json(cards)})
+
+
+class MyScorecardView(APIView):
+    token_resource = "projects"
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, pk: int) -> Response:
+        project = get_object_or_404(Project, pk=pk)
+        access.require(request.user, project, Capability.WORK_QUEUE)
+        cards = scorecards.scorecards(project.pk, annotator_id=request.user.pk, **_period(request))
+        return Response({"scorecard": scorecards.as_json(cards)[0] if cards else None})
