@@ -28,6 +28,7 @@ BENCHMARKS: tuple[str, ...] = (
     "tests.bench.web",
     "tests.bench.evaluation",
     "tests.bench.demonstrations",
+    "tests.bench.quality",
 )
 
 
