@@ -17,6 +17,7 @@ import { ProjectCharts } from "./Charts";
 import { EpisodeList } from "./Episodes";
 import { ProjectMembers } from "./Members";
 import { ProjectModels } from "./ProjectModels";
+import { Quality } from "./Quality";
 import { TaskManager } from "./Tasks";
 
 function rolloutPaths(project: string): RolloutPaths {
@@ -49,6 +50,7 @@ export function ProjectPage() {
           {manages ? <NavLink to="members">Members and desktop</NavLink> : null}
           <NavLink to="charts">Charts</NavLink>
           <NavLink to="episodes">Episodes</NavLink>
+          <NavLink to="quality">Quality</NavLink>
           {manages ? <NavLink to="models">Model versions</NavLink> : null}
           {manages ? <NavLink to="exports">Dataset exports</NavLink> : null}
           {manages ? <NavLink to="finetune">Fine-tuning jobs</NavLink> : null}
@@ -63,6 +65,7 @@ export function ProjectPage() {
         <Route path="members" element={forManagers(<ProjectMembers project={project} onProjectChanged={reload} />)} />
         <Route path="charts" element={forOverseers(<ProjectCharts projectId={projectId} />)} />
         <Route path="episodes" element={forOverseers(<EpisodeList projectId={projectId} />)} />
+        <Route path="quality" element={forOverseers(<Quality projectId={projectId} />)} />
         <Route path="models" element={forManagers(<ProjectModels projectId={projectId} manages={manages} />)} />
         <Route path="exports" element={forManagers(<Exports project={projectId} />)} />
         <Route path="finetune" element={forManagers(<FineTuning project={projectId} />)} />
