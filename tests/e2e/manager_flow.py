@@ -70,6 +70,20 @@ def check_manager_and_reviewer(
     page.screenshot(path=str(shots_dir / "manager-charts.png"), full_page=True)
     assert accessibility_problems(page) == []
 
+    # The annotators' scorecards: the episode's annotator, with the steps they decided.
+    page.get_by_role("link", name="Quality").click()
+    row = (
+        page.get_by_test_id("scorecards")
+        .get_by_role("row")
+        .filter(has=page.get_by_role("cell", name=episode.annotator.username, exact=True))
+    )
+    decided = Step.objects.filter(
+        episode__annotator=episode.annotator, episode__task__project_id=project_id
+    ).exclude(decision__in=["", "auto", "demonstrated"])
+    expect(row.get_by_role("cell").nth(2)).to_have_text(str(decided.count()))
+    page.screenshot(path=str(shots_dir / "manager-quality.png"), full_page=True)
+    assert accessibility_problems(page) == []
+
     page.get_by_role("link", name="Progress").click()
     page.get_by_test_id("board").get_by_role("link", name=f"Episode {episode_id}").click()
     expect(page.get_by_role("heading", level=1)).to_contain_text(episode.task.instruction)
