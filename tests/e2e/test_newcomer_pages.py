@@ -328,7 +328,8 @@ def check_pages_not_for_the_role(browser, base_url: str, project: Project) -> No
     errors.assert_none()  # no request the server would refuse was made
     context.close()
 
-    # A reviewer reads the project's board, episodes and rollout batches, not its tasks.
+    # A reviewer reads the project's board, episodes, annotators' quality and rollout batches,
+    # not its tasks.
     context, page, errors = sign_in(
         browser, base_url, "rita", f"/app/manage/projects/{project.pk}/tasks"
     )
@@ -336,7 +337,9 @@ def check_pages_not_for_the_role(browser, base_url: str, project: Project) -> No
     expect(notice.get_by_role("heading")).to_have_text("This page is for project managers.")
     expect(notice).to_contain_text("Your role in this project: reviewer.")
     tabs = page.get_by_role("navigation", name="Project sections")
-    expect(tabs.get_by_role("link")).to_have_text(["Progress", "Charts", "Episodes", "Rollouts"])
+    expect(tabs.get_by_role("link")).to_have_text(
+        ["Progress", "Charts", "Episodes", "Quality", "Rollouts"]
+    )
     errors.assert_none()
     context.close()
 

@@ -5,6 +5,7 @@ import { Route, Routes, useNavigate } from "react-router-dom";
 import { api, type Page } from "../../api";
 import { assignedText, isTasksAssigned, useNotices, type Notice } from "../../notices";
 import { Button, ErrorBanner, Table, useApi, useMe } from "../../ui";
+import { rateText, type Scorecard } from "../../domain/quality";
 import { Workspace } from "./Workspace";
 
 interface Started {
@@ -131,6 +132,7 @@ function Queue() {
           empty="You are not an annotator of any project."
           columns={[
             { header: "Project", cell: (m) => m.project_name },
+            { header: "Your work there", cell: (m) => <MyWork project={m.project} /> },
             {
               header: "",
               cell: (m) => (
@@ -143,6 +145,22 @@ function Queue() {
         />
       </section>
     </>
+  );
+}
+
+/** The annotator's own scorecard in a project, in a line (annotation/quality/scorecards.py). */
+function MyWork({ project }: { project: number }) {
+  const { data } = useApi<{ scorecard: Scorecard | null }>(`/api/projects/${project}/scorecards/mine/`);
+  const card = data?.scorecard;
+  if (data === null) return <span className="meta">…</span>;
+  if (!card) return <span className="meta">No finished episode yet.</span>;
+  const reviewed = card.reviewed
+    ? ` · reviews: ${rateText(card.review_acceptance, card.review_acceptance_low, card.review_acceptance_high, card.accepted, card.reviewed)}`
+    : "";
+  return (
+    <span data-testid={`my-work-${project}`}>
+      {card.episodes} episodes · {card.decided_steps} steps decided · {card.demonstrated_steps} demonstrated{reviewed}
+    </span>
   );
 }
 

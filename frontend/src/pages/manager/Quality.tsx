@@ -2,7 +2,7 @@
  * same as CSV (annotation/quality/scorecards.py says how each figure is made). */
 import { useState } from "react";
 import { ErrorBanner, Loading, useApi } from "../../ui";
-import { rateText, sorted, type Scorecard, type SortKey } from "./quality";
+import { rateText, sorted, type Scorecard, type SortKey } from "../../domain/quality";
 
 const COLUMNS: { key: SortKey; header: string; cell: (c: Scorecard) => string }[] = [
   { key: "annotator", header: "Annotator", cell: (c) => c.annotator },
