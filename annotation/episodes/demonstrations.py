@@ -39,7 +39,7 @@ from django.utils import timezone
 
 from annotation.episodes.events import tell
 from annotation.episodes.leases import end_episode, refuse_without_desktop
-from annotation.episodes.observations import reobserve_now, store
+from annotation.episodes.observations import announce, reobserve_now, store
 from annotation.episodes.ownership import (
     DESKTOP_LOST,
     EpisodeError,
@@ -91,12 +91,7 @@ def begin(episode: Episode, observation: Observation) -> Step:
         )
         step = open_step(locked, 1, screenshot, observation.waited_ms)
         _open(locked, step)
-        tell(
-            episode.pk,
-            "observation",
-            {"step": 1, "screenshot": screenshot.pk, "screen": [screenshot.width,
-             screenshot.height], "reobserved": 0},
-        )  # fmt: skip
+        announce(step, ask=False)  # no model proposes in a demonstration
     return step
 
 

@@ -51,7 +51,7 @@ def store(
         step = open_step(episode, index, screenshot, observation.waited_ms)
         if control is not None and hasattr(control, "grab_frame"):
             transaction.on_commit(lambda: _watch(step.pk, control, observation))
-        _observed(step)
+        announce(step)
         # After the next proposal is asked for: off the model's critical path.
         transaction.on_commit(lambda: _flag_no_effect(episode, index - 1, observation.png))
     return step
@@ -122,7 +122,7 @@ def reobserve(step_id: int, png: bytes, waited_ms: float) -> bool:
         step.settle_ms = round(waited_ms)
         step.save(update_fields=["observation", "reobserved", "settle_ms"])
         step.proposals.update(superseded=True)
-        _observed(step, ask=answered)
+        announce(step, ask=answered)
     return step.reobserved < MAX_REOBSERVED
 
 
@@ -139,10 +139,10 @@ def reobserve_now(step_id: int, observation: Observation, control: Any = None) -
         step.proposals.update(superseded=True)
         if control is not None and hasattr(control, "grab_frame"):
             transaction.on_commit(lambda: _watch(step.pk, control, observation))
-        _observed(step)
+        announce(step)
 
 
-def _observed(step: Step, ask: bool = True) -> None:
+def announce(step: Step, ask: bool = True) -> None:
     """Within the transaction that stored the step's observation: ask the model (unless an
     answer is still coming, see the module), tell the browser."""
     if ask:

@@ -20,12 +20,16 @@ class RfbClient:
     def __init__(self, url: str) -> None:
         self.ws: ClientConnection = connect(url, open_timeout=5)
         self._pending = b""
-        assert self.read(12) == b"RFB 003.008\n"
+        version = self.read(12)
+        if version != b"RFB 003.008\n":
+            raise ConnectionError(f"not an RFB 3.8 server: {version!r}")
         self.send(b"RFB 003.008\n")
-        count = self.read(1)[0]
-        assert 1 in self.read(count)
-        self.send(bytes([1]))
-        assert self.read(4) == b"\0\0\0\0"
+        offered = self.read(self.read(1)[0])
+        if rfb.SECURITY_NONE not in offered:
+            raise ConnectionError(f"the server offers no security type None: {list(offered)}")
+        self.send(bytes([rfb.SECURITY_NONE]))
+        if self.read(4) != b"\0\0\0\0":
+            raise ConnectionError("the server refused the security type None")
         self.send(b"\x01")  # shared
         width, height = struct.unpack(">HH", self.read(4))
         self.read(16)

@@ -228,9 +228,8 @@ class Desktop:
         return {"ok": all(alive.values()), **alive}
 
     def control(self) -> Any:
-        # Imported here: the X input and capture modules need a running X server.
         if self._control is None:
-            from vm_pool.x11.controller import X11Controller
+            from vm_pool.x11.controller import X11Controller  # here: it needs a running X server
 
             self._control = X11Controller(f":{self.config.display}")
         return self._control
@@ -376,7 +375,7 @@ class UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
 
 
 def make_handler(desktop: Desktop) -> type[BaseHTTPRequestHandler]:
-    from vm_pool.actions import Action, InvalidAction
+    from vm_pool.actions import Action, InvalidAction  # weight: loaded when the agent serves
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -478,7 +477,7 @@ def make_handler(desktop: Desktop) -> type[BaseHTTPRequestHandler]:
 
 
 def _devtools(body: dict[str, Any]) -> dict[str, Any]:
-    from vm_pool import devtools
+    from vm_pool import devtools  # weight: only a devtools request loads it
 
     try:
         if "expression" in body:

@@ -169,7 +169,7 @@ def vm_wallpaper(reading: Reading, config: dict[str, Any]) -> Gathered:
     """The desktop's wallpaper image (as ``change_wallpaper`` set it), as a file; an empty file
     when the desktop has none, as OSWorld gives it. Its settings file is one short line: a
     longer one is not looked into."""
-    from vm_pool.setup.windows import WALLPAPER_CONFIG
+    from vm_pool.setup.windows import WALLPAPER_CONFIG  # weight: the desktop toolkit
 
     settings = reading.control.read_file(WALLPAPER_CONFIG) or b""
     if len(settings) > WALLPAPER_SETTINGS_BYTES:

@@ -56,8 +56,11 @@ class Command(BaseCommand):
         os.execve(vllm, command.argv, {**os.environ, **command.env})
 
     def _adapters(self, names: list[str], dry_run: bool) -> dict[str, str]:
-        from model_serving.models import ModelVersion
-        from model_serving.serving import adapter_paths, materialize_adapter
+        from model_serving.models import ModelVersion  # here: after Django's setup
+        from model_serving.serving import (  # here: after Django's setup
+            adapter_paths,
+            materialize_adapter,
+        )
 
         modules = {}
         for name in names:
