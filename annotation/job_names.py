@@ -23,6 +23,7 @@ VALIDATE_ROLLOUT = "annotation.jobs.validate_rollout"
 BUILD_EXPORT = "annotation.jobs.build_export"  # its queue: settings.TANDEM_EXPORT_QUEUE
 EVALUATE_MODEL_VERSION = "annotation.jobs.evaluate_model_version"
 DRAFT_THOUGHTS = "annotation.jobs.draft_thoughts"
+CHECK_QUALITY = "annotation.jobs.check_quality"
 
 QUEUES = {
     PROPOSE_STEP: "model",  # the model's calls: never behind desktops' or batch work
@@ -30,6 +31,7 @@ QUEUES = {
     RETURN_LAPSED_LEASES: "default",
     DISPATCH_ROLLOUTS: "default",
     VALIDATE_ROLLOUT: "default",
+    CHECK_QUALITY: "default",
     BUILD_EXPORT: "exports",  # batch work over recorded steps
     EVALUATE_MODEL_VERSION: "exports",  # batch work over recorded steps, like exports
 }

@@ -25,12 +25,13 @@ from annotation.episodes.requests import proposal_request
 from annotation.flywheel import model_versions
 from annotation.models import Episode, Step
 from annotation.projects import queue, versions
+from annotation.quality import checks, honeypots
 from annotation.rollouts import batches, validation
 from annotation.rollouts import runs as rollout_runs
 from backend.accounts.models import User
 from backend.attempts import AttemptAlive
 from backend.notifications import send_now
-from model_serving.proposers.base import ModelUnavailable
+from model_serving.proposers.base import Candidate, ModelUnavailable, ProposalResult
 from model_serving.registry import ProposerMisconfigured, get_proposer
 from vm_pool.actions import Action
 
@@ -65,6 +66,11 @@ def demonstration_ended(demonstration_id: int, finish: bool) -> None:
 @shared_task(name=job_names.CHECK_REPLAY, acks_late=True)
 def check_replay(episode_id: int) -> None:
     replay_check.check(episode_id)
+
+
+@shared_task(name=job_names.CHECK_QUALITY, acks_late=True)
+def check_quality(episode_id: int) -> None:
+    checks.check_quality(episode_id)
 
 
 # Where the worker's pool enforces Celery's time limits (prefork), they bound an evaluation and
@@ -128,15 +134,40 @@ def propose_step(step_id: int) -> None:
         if (time.monotonic() - last_sent[0]) * 1000 >= settings.TANDEM_PROPOSAL_DELTA_MS:
             await asyncio.to_thread(flush)
 
+    recorded = honeypots.answer_for(step)
     try:
-        proposer = get_proposer(versions.episode_model_settings(step.episode))
-        result = asyncio.run(proposer.propose(proposal_request(step), on_text))
+        if recorded is not None:  # a honeypot run on gold: what the gold episode was shown
+            result = asyncio.run(_replayed(step, recorded, on_text))
+        else:
+            proposer = get_proposer(versions.episode_model_settings(step.episode))
+            result = asyncio.run(proposer.propose(proposal_request(step), on_text))
     except (ModelUnavailable, ProposerMisconfigured) as error:
         flush()
         proposals.record_model_unavailable(step_id, str(error), observation=step.observation_id)
         return
     flush()
     proposals.record_proposals(step_id, result, observation=step.observation_id)
+
+
+async def _replayed(step: Step, recorded: honeypots.Recorded, on_text: Any) -> ProposalResult:
+    """A recorded answer as the model would give it: streamed over its recorded latency."""
+    started = time.monotonic()
+    seconds = min(recorded.latency_ms, honeypots.MAX_LATENCY_MS) / 1000
+    pieces = [recorded.raw_text[i : i + 24] for i in range(0, len(recorded.raw_text), 24)]
+    for n, piece in enumerate(pieces, start=1):
+        await asyncio.sleep(max(0.0, started + seconds * n / len(pieces) - time.monotonic()))
+        await on_text(0, piece)
+    name, version = await asyncio.to_thread(honeypots.stamp, step.episode.task.project_id)
+    action = Action.from_json(recorded.action)
+    return ProposalResult(
+        candidates=(Candidate(recorded.raw_text, recorded.thought, action),),
+        model_name=name,
+        model_version=version,
+        sampling=recorded.sampling,
+        prompt_tokens=recorded.prompt_tokens,
+        completion_tokens=recorded.completion_tokens,
+        latency_ms=int((time.monotonic() - started) * 1000),
+    )
 
 
 @shared_task(name=job_names.DRAFT_THOUGHTS, acks_late=True)

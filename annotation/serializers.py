@@ -18,6 +18,7 @@ from annotation.models import (
 )
 from annotation.projects import access
 from annotation.projects.support import files_missing, missing_programs
+from annotation.quality.overlap import BadOverlap, check_overlap, reopen_for_overlap
 from backend.accounts.roles import Capability, Role, role_allows
 from model_serving.endpoint_keys import API_KEY, endpoint, written
 from vm_pool.actions import Action, InvalidAction
@@ -69,6 +70,9 @@ class ModelSettingsField(serializers.JSONField):
         return {**shown, **{f"{k}_set": bool(settings.get(k)) for k in SECRET_MODEL_SETTINGS}}
 
 
+QUALITY_SETTINGS = ("overlap", "honeypot_rate", "gold_threshold", "immediate_feedback")
+
+
 class ProjectSerializer(serializers.ModelSerializer):
     model_settings = ModelSettingsField(
         required=False,
@@ -92,10 +96,32 @@ class ProjectSerializer(serializers.ModelSerializer):
             "model_settings",
             "guidelines",
             "default_max_steps",
+            *QUALITY_SETTINGS,
             "created_at",
             "my_role",
         ]
         read_only_fields = ["created_at"]
+        extra_kwargs = {
+            "honeypot_rate": {"min_value": 0.0, "max_value": 0.5},
+            "gold_threshold": {"min_value": 0.0, "max_value": 1.0},
+        }
+
+    def update(self, instance: Project, validated_data: dict[str, Any]) -> Project:
+        before = instance.overlap
+        project = super().update(instance, validated_data)
+        if project.overlap > before:
+            reopen_for_overlap(project)
+        return project
+
+    def validate_overlap(self, k: int) -> int:
+        if self.instance is None:
+            if k != 1:
+                raise serializers.ValidationError("Add annotators before setting an overlap.")
+            return k
+        try:
+            return check_overlap(self.instance, k)
+        except BadOverlap as error:
+            raise serializers.ValidationError(str(error)) from None
 
     def validate_environment_template(self, name: str) -> str:
         if not DesktopTemplate.objects.filter(name=name).exists():
@@ -133,6 +159,8 @@ class ProjectSerializer(serializers.ModelSerializer):
         role = shown["my_role"]
         if not (role == "admin" or role_allows(role, Capability.MANAGE_TASKS)):
             del shown["model_settings"]
+            for name in QUALITY_SETTINGS:  # how work is checked is the managers' business
+                del shown[name]
         return shown
 
 

@@ -35,7 +35,13 @@ from annotation.flywheel.model_api import (
     ModelVersionViewSet,
     ProjectModelVersionsView,
 )
-from annotation.quality.api import GoldView, MyScorecardView, ScorecardsView
+from annotation.quality.api import (
+    GoldView,
+    HoneypotsView,
+    HoneypotView,
+    MyScorecardView,
+    ScorecardsView,
+)
 from annotation.rollouts.api import RolloutBatchViewSet, RolloutViewSet, ValidationSettingsView
 from backend import views
 from backend.accounts.api import AccessTokenViewSet, MeView
@@ -116,6 +122,8 @@ urlpatterns = [
         name="episode-control-stream",
     ),
     path("api/episodes/<int:pk>/gold/", GoldView.as_view(), name="episode-gold"),
+    path("api/episodes/<int:pk>/honeypot/", HoneypotView.as_view(), name="episode-honeypot"),
+    path("api/projects/<int:pk>/honeypots/", HoneypotsView.as_view(), name="project-honeypots"),
     path(
         "api/projects/<int:pk>/scorecards/",
         ScorecardsView.as_view(),

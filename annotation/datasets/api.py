@@ -4,7 +4,7 @@ them and pull their files (design §5, §8).
 - ``POST /api/exports/`` ``{project, kind: sft|dpo|ct, format: trl|llama_factory, filters:
   {date_from, date_to, model_version, review_status, annotator, include_accepted, exclude_held_out,
   min_task_success, source, drop_no_visible_effect, require_approved_thoughts,
-  require_replay}}`` → 201, the export, queued.
+  require_replay, min_gold_accuracy, min_agreement}}`` → 201, the export, queued.
 - ``GET /api/exports/?project=<id>&kind=&dataset_format=&status=`` (``format`` is DRF's
   response-format switch, so the format filter has its own name), ``GET /api/exports/{id}/``:
   status, progress 0–1, counts, ``content_hash`` and, once succeeded, ``files``: ``[{name, size,
@@ -77,6 +77,22 @@ class ExportFiltersSerializer(serializers.Serializer):
         default=False,
         help_text="Leave out episodes with demonstrated steps whose replay check on a fresh "
         "desktop did not find them replaying.",
+    )
+    min_gold_accuracy = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        min_value=0.0,
+        max_value=1.0,
+        help_text="Keep people's work only where its annotator's gold accuracy is at least this "
+        "(0–1), or where it agrees at every compared step with such an annotator's.",
+    )
+    min_agreement = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        min_value=0.0,
+        max_value=1.0,
+        help_text="Keep people's work only where its annotator agrees with the others on "
+        "overlapping tasks at least this often (0–1); annotators never compared are left out.",
     )
     source = serializers.ChoiceField(
         choices=["interactive", "rollout"],

@@ -50,7 +50,8 @@ from annotation.datasets import pairs
 from annotation.datasets.formats import llama_factory, trl
 from annotation.datasets.records import Filters, ReviewStatus, Source
 from annotation.job_names import BUILD_EXPORT
-from annotation.models import DatasetExport, Project
+from annotation.models import DatasetExport, Episode, EpisodeMode, Project
+from annotation.quality import kept
 from backend import attempts
 from backend.accounts.models import User
 from backend.celery import send_after_commit
@@ -107,6 +108,9 @@ class ExportFilters:
     # Leave out demonstrations whose thoughts are not all a person's, or that did not replay.
     require_approved_thoughts: bool = False
     require_replay: bool = False
+    # Only work of annotators this good, or work they corroborate (annotation.quality.kept).
+    min_gold_accuracy: float | None = None
+    min_agreement: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         # Filters added later are written only when set, so older exports read the same.
@@ -118,6 +122,8 @@ class ExportFilters:
                 ("drop_no_visible_effect", self.drop_no_visible_effect),
                 ("require_approved_thoughts", self.require_approved_thoughts),
                 ("require_replay", self.require_replay),
+                ("min_gold_accuracy", self.min_gold_accuracy),
+                ("min_agreement", self.min_agreement),
             )
             if v is not None and v != "interactive" and v is not False
         }
@@ -319,8 +325,26 @@ def _filters(export: DatasetExport) -> tuple[Filters, bool]:
         drop_no_visible_effect=bool(given.get("drop_no_visible_effect")),
         require_approved_thoughts=bool(given.get("require_approved_thoughts")),
         require_replay=bool(given.get("require_replay")),
+        min_gold_accuracy=given.get("min_gold_accuracy"),
+        min_agreement=given.get("min_agreement"),
     )
     return filters, bool(given.get("include_accepted"))
+
+
+def quality_summary(filters: Filters) -> dict[str, Any]:
+    """What the quality rules kept of the period's people's episodes (``quality.kept``)."""
+    if filters.source != "interactive":
+        return {}
+    episodes = Episode.objects.filter(
+        task__project_id=filters.project_id, mode=EpisodeMode.INTERACTIVE, ended_at__isnull=False
+    )
+    if filters.ended_from is not None:
+        episodes = episodes.filter(ended_at__gte=filters.ended_from)
+    if filters.ended_until is not None:
+        episodes = episodes.filter(ended_at__lt=filters.ended_until)
+    return kept.summary(
+        episodes, filters.project_id, filters.min_gold_accuracy, filters.min_agreement
+    )
 
 
 def _screenshot_reader() -> Any:
@@ -341,7 +365,11 @@ def _write(export: DatasetExport, attempt: int, staging: Path) -> Path:
     )
     # The coordinate convention of the model the project serves (its proposer's ``style``).
     style = export.project.model_settings.get("style", "uitars15")
-    manifest_filters = {"project": export.project_id, **export.filters}
+    manifest_filters = {
+        "project": export.project_id,
+        **export.filters,
+        "quality": quality_summary(filters),
+    }
     if export.format == DatasetExport.Format.TRL:
         trl.write_trl(
             records,

@@ -23,6 +23,7 @@ from annotation.models import (
     Step,
     StepRevision,
 )
+from annotation.quality.kept import kept
 from vm_pool.actions import Action, ScreenSize
 
 
@@ -61,12 +62,21 @@ def episodes_for(filters: Filters, kind: str) -> QuerySet[Episode]:
         else:  # a rollout's pairs come from the branch tasks people work, not from itself
             episodes = episodes.none()
         return episodes.order_by("id")
-    episodes = episodes.filter(mode=EpisodeMode.INTERACTIVE)
+    episodes = people(episodes, filters)
     if kind == DatasetExport.Kind.CT:
         episodes = episodes.filter(
             Q(review_verdict=Review.Verdict.REJECTED) | Q(outcome=EpisodeOutcome.ABANDONED)
         )
     return episodes.order_by("id")
+
+
+def people(episodes: QuerySet[Any], filters: Filters) -> QuerySet[Any]:
+    """People's episodes that may be data (``annotation.quality.kept``): never a honeypot run,
+    a held episode once a review accepted it, and the quality filters."""
+    episodes = episodes.filter(mode=EpisodeMode.INTERACTIVE, honeypot_run__isnull=True).filter(
+        Q(quality_hold__isnull=True) | Q(review_verdict=Review.Verdict.ACCEPTED)
+    )
+    return kept(episodes, filters.project_id, filters.min_gold_accuracy, filters.min_agreement)
 
 
 # Rows are read as plain values, not model instances: building Step and Proposal objects was

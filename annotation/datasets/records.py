@@ -115,6 +115,9 @@ class Filters:
     # or a draft approved), or whose replay check did not find them replaying.
     require_approved_thoughts: bool = False
     require_replay: bool = False
+    # Keep only work of annotators this good, or work they corroborate (``quality.kept``).
+    min_gold_accuracy: float | None = None
+    min_agreement: float | None = None
 
 
 @dataclass

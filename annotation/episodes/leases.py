@@ -33,6 +33,7 @@ from annotation.episodes.ownership import (
     desktop_lease_seconds,
     owns_desktop,
 )
+from annotation.job_names import CHECK_QUALITY, QUEUES
 from annotation.models import (
     Demonstration,
     Episode,
@@ -44,6 +45,7 @@ from annotation.models import (
 )
 from annotation.projects import queue
 from backend.accounts.models import User
+from backend.celery import send_after_commit
 from backend.notifications import notify_user
 from vm_pool import pool
 from vm_pool.recording.gate import end_recording
@@ -88,6 +90,8 @@ def end_episode(episode_id: int, outcome: str, reason: str) -> bool:
                 queue.end_held_task(
                     task, TaskStatus.QUEUED, TaskEvent.Kind.RELEASED, episode.annotator, reason
                 )
+        if episode.mode == EpisodeMode.INTERACTIVE:
+            send_after_commit(CHECK_QUALITY, [episode.pk], QUEUES[CHECK_QUALITY])
         tell(episode.pk, "ended", {"outcome": outcome, "reason": reason})
     return True
 

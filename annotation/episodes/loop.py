@@ -62,6 +62,7 @@ from annotation.models import (
     Step,
 )
 from annotation.projects import queue, versions
+from annotation.quality import honeypots
 from backend.accounts.models import User
 from backend.celery import send_after_commit
 from backend.errors import DomainError
@@ -127,6 +128,7 @@ def start_episode(user: User, projects: Any) -> Episode:
             demonstration=(task.demonstrate or project.demonstrate) and task.branch_of_id is None,
         )
         versions.assign_version(episode, project)
+        honeypots.note_run(episode)
         send_after_commit(PREPARE_EPISODE, [episode.pk], host_queue(desktop.host))
     return episode
 

@@ -12,8 +12,17 @@ from rest_framework.views import APIView
 
 from annotation.flywheel import chart as flywheel
 from annotation.flywheel import figures as stats
-from annotation.models import Episode, EpisodeMode, EpisodeOutcome, Project, Review, TaskStatus
+from annotation.models import (
+    Agreement,
+    Episode,
+    EpisodeMode,
+    EpisodeOutcome,
+    Project,
+    QualityHold,
+    Review,
+)
 from annotation.projects import access
+from annotation.quality.overlap import SUBMITTED
 from annotation.serializers import EpisodeSerializer
 from backend.accounts.roles import Capability
 
@@ -88,10 +97,11 @@ ROLLOUT_WORK = (EpisodeOutcome.FINISHED, EpisodeOutcome.CALL_USER, EpisodeOutcom
 
 
 class ReviewQueueView(generics.ListAPIView):
-    """Episodes waiting for a verdict in the projects the caller reviews, oldest first, with no
-    review yet: a person's ended episode whose task was submitted, and every rollout that ended
-    with work to judge (its task may have been reviewed long ago: a rollout is judged as an
-    episode of its own)."""
+    """Episodes waiting for a verdict in the projects the caller reviews, with no review yet: a
+    person's ended episode that submitted its task, and every rollout that ended with work to
+    judge (its task may have been reviewed long ago: a rollout is judged as an episode of its
+    own). First the episodes held for review (``QualityHold``), then those of tasks whose
+    overlapping annotators disagreed (``annotation.quality.overlap``), then oldest first."""
 
     token_resource = "episodes"
     serializer_class = EpisodeSerializer
@@ -107,15 +117,19 @@ class ReviewQueueView(generics.ListAPIView):
         reviewed = Review.objects.filter(episode=OuterRef("pk"))
         episodes = (
             Episode.objects.filter(
-                Q(task__status=TaskStatus.SUBMITTED)
+                Q(mode=EpisodeMode.INTERACTIVE, outcome__in=SUBMITTED)
                 | Q(mode=EpisodeMode.AUTONOMOUS, outcome__in=ROLLOUT_WORK),
                 task__project__in=access.projects_where(self.request.user, Capability.REVIEW),
                 ended_at__isnull=False,
             )
             .exclude(Exists(reviewed))
             .select_related("annotator", "task__project", "rollout")
-            .annotate(step_count=Count("steps"))
-            .order_by("ended_at", "id")
+            .annotate(
+                step_count=Count("steps"),
+                held=Exists(QualityHold.objects.filter(episode=OuterRef("pk"))),
+                disputed=Exists(Agreement.objects.filter(task=OuterRef("task"), agree=False)),
+            )
+            .order_by("-held", "-disputed", "ended_at", "id")
         )
         project = self.request.query_params.get("project")
         if project is not None:

@@ -21,11 +21,19 @@ from annotation.models.episodes import (
 )
 from annotation.models.exports import DatasetExport
 from annotation.models.projects import Membership, Platform, Project
-from annotation.models.quality import GoldStep
+from annotation.models.quality import (
+    Agreement,
+    GoldStep,
+    GoldVerdict,
+    Honeypot,
+    HoneypotRun,
+    QualityHold,
+)
 from annotation.models.rollouts import BatchStatus, Rollout, RolloutBatch, RolloutStatus
 from annotation.models.tasks import Task, TaskEvent, TaskStatus
 
 __all__ = [
+    "Agreement",
     "PEOPLE_DECISIONS",
     "BatchStatus",
     "DatasetExport",
@@ -36,10 +44,14 @@ __all__ = [
     "EpisodeOutcome",
     "EvaluationStatus",
     "GoldStep",
+    "GoldVerdict",
+    "Honeypot",
+    "HoneypotRun",
     "Membership",
     "Platform",
     "Project",
     "Proposal",
+    "QualityHold",
     "Review",
     "Rollout",
     "RolloutBatch",

@@ -50,6 +50,13 @@ class Project(models.Model):
         default=False,
         help_text="Every task is demonstrated: the annotator drives the desktop from the start.",
     )
+    # Quality control (annotation/quality/): k annotators per task, the share of claims that
+    # are honeypots, the gold accuracy below which new episodes wait for review before they
+    # count, and whether a miss or a rejection shows the right answer at once.
+    overlap = models.PositiveSmallIntegerField(default=1)
+    honeypot_rate = models.FloatField(default=0.0)
+    gold_threshold = models.FloatField(null=True, blank=True)
+    immediate_feedback = models.BooleanField(default=False)
     # How autonomous rollouts of this project are validated (annotation/validation.py): the
     # judge model's endpoint, model and threshold, and which parts V(s) requires.
     validation_settings = models.JSONField(default=dict, blank=True)
@@ -64,7 +71,19 @@ class Project(models.Model):
             models.CheckConstraint(
                 condition=Q(version_b_share__gte=0) & Q(version_b_share__lte=1),
                 name="project_version_b_share_0_1",
-            )
+            ),
+            models.CheckConstraint(
+                condition=Q(overlap__gte=1) & Q(overlap__lte=5), name="project_overlap_1_5"
+            ),
+            models.CheckConstraint(
+                condition=Q(honeypot_rate__gte=0) & Q(honeypot_rate__lte=0.5),
+                name="project_honeypot_rate_0_half",
+            ),
+            models.CheckConstraint(
+                condition=Q(gold_threshold__isnull=True)
+                | (Q(gold_threshold__gte=0) & Q(gold_threshold__lte=1)),
+                name="project_gold_threshold_0_1",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -7,6 +7,15 @@ The rule for "next task", in order:
 2. Else the highest-priority task a manager assigned to them (oldest first on ties).
 3. Else the highest-priority task of the project pool.
 
+Quality control (``annotation.quality``) adds two rules:
+
+- **Overlap.** In a project whose ``overlap`` is k > 1, a submitted task returns to the pool
+  until k different annotators have submitted it, and nobody is handed a task they submitted.
+- **Honeypots.** Before rules 2 and 3, with the project's ``honeypot_rate`` as the chance, an
+  active honeypot (``status`` ``gold``) the annotator may run comes first; never right after
+  another one, so a queue with only gold left hands out no gold twice in a row. It reads as a
+  pool claim. Between runs a honeypot's task goes back to ``gold``, never to the pool.
+
 Each candidate is read with ``SELECT … FOR UPDATE SKIP LOCKED`` inside one transaction that
 also marks it claimed, so concurrent claimers never get the same task and never wait on each
 other's rows. Claims by one user are serialised on that user's row, which makes rule 1 exact.
@@ -23,17 +32,27 @@ episode is paused and both are kept for the annotator for a grace period
 Celery beat, after the pause) puts the other lapsed tasks back in the pool.
 """
 
+import random
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from annotation.models import Episode, EpisodeMode, Project, Task, TaskEvent, TaskStatus
+from annotation.models import (
+    Episode,
+    EpisodeMode,
+    Honeypot,
+    Project,
+    Task,
+    TaskEvent,
+    TaskStatus,
+)
 from backend.accounts.models import User
 from backend.errors import DomainError
 from backend.notifications import notify_user
@@ -103,16 +122,26 @@ def claim_next_task(user: User, projects: QuerySet[Project]) -> Claim:
             .filter(cannot_run="")
             .order_by("-priority", "id")
         )
-        task = candidates.filter(
-            project_id__in=list(names), status=TaskStatus.ASSIGNED, assignee=user
-        ).first()
+        if any(k > 1 for k in projects.values_list("overlap", flat=True)):
+            candidates = candidates.exclude(pk__in=_submitted_by(user))
+        task = _honeypot(user, list(names)) if _honeypot_drawn(projects) else None
         if task is not None:
-            reason = f"assigned to you; highest priority ({task.priority}) in your own queue"
+            reason = _pool_reason(task, names)
         else:
-            task = candidates.filter(project_id__in=list(names), status=TaskStatus.QUEUED).first()
-            if task is None:
-                raise NoTaskAvailable("No task is available for you right now.")
-            reason = f"highest priority ({task.priority}) in the pool of {names[task.project_id]}"
+            task = candidates.filter(
+                project_id__in=list(names), status=TaskStatus.ASSIGNED, assignee=user
+            ).first()
+            if task is not None:
+                reason = f"assigned to you; highest priority ({task.priority}) in your own queue"
+            else:
+                task = candidates.filter(
+                    project_id__in=list(names), status=TaskStatus.QUEUED
+                ).first()
+                if task is None:  # only gold may be left: never two in a row
+                    task = _honeypot(user, list(names))
+                if task is None:
+                    raise NoTaskAvailable("No task is available for you right now.")
+                reason = _pool_reason(task, names)
 
         task.status = TaskStatus.IN_PROGRESS
         task.assignee = user
@@ -133,6 +162,61 @@ def claim_next_task(user: User, projects: QuerySet[Project]) -> Claim:
         )
         _event(task, TaskEvent.Kind.CLAIMED, user, reason).save()
         return Claim(task, task.lease_id, task.lease_expires_at, reason, False)
+
+
+def _pool_reason(task: Task, names: dict[int, str]) -> str:
+    return f"highest priority ({task.priority}) in the pool of {names[task.project_id]}"
+
+
+def _submitted_by(user: User) -> QuerySet[TaskEvent, Any]:
+    return TaskEvent.objects.filter(kind=TaskEvent.Kind.SUBMITTED, actor=user).values("task_id")
+
+
+def _honeypot_drawn(projects: QuerySet[Project]) -> bool:
+    """Whether this claim draws a honeypot: with the highest rate among the projects."""
+    rate = max(projects.values_list("honeypot_rate", flat=True), default=0.0)
+    return rate > 0 and random.random() < rate
+
+
+def _honeypot(user: User, project_ids: list[int]) -> Task | None:
+    """An active honeypot ``user`` may run now (the module's rules), locked; None if none."""
+    last = (
+        TaskEvent.objects.filter(kind=TaskEvent.Kind.CLAIMED, actor=user)
+        .order_by("-at", "-id")
+        .values_list("task_id", flat=True)
+        .first()
+    )
+    if last is not None and Honeypot.objects.filter(task_id=last).exists():
+        return None
+    runnable = Honeypot.objects.filter(active=True, task_id=OuterRef("pk")).exclude(
+        Q(task_id__in=_submitted_by(user)) | Q(gold_episode__annotator=user)
+    )
+    return (
+        Task.objects.select_for_update(skip_locked=True)
+        .filter(project_id__in=project_ids, status=TaskStatus.GOLD, cannot_run="")
+        .filter(project__honeypot_rate__gt=0)
+        .filter(Exists(runnable))
+        .order_by("?")
+        .first()
+    )
+
+
+def _after_submit(task: Task) -> str:
+    """The status a submitted task takes: ``gold`` for a honeypot, back to the pool while
+    fewer than the project's k annotators submitted it, else submitted."""
+    if Honeypot.objects.filter(task=task, active=True).exists():
+        return TaskStatus.GOLD
+    overlap = Project.objects.values_list("overlap", flat=True).get(pk=task.project_id)
+    if overlap > 1:
+        done = (
+            TaskEvent.objects.filter(task=task, kind=TaskEvent.Kind.SUBMITTED)
+            .values("actor")
+            .distinct()
+            .count()
+        )
+        if done < overlap:
+            return TaskStatus.QUEUED
+    return TaskStatus.SUBMITTED
 
 
 def _live_lease(task_id: int, lease_id: uuid.UUID, user: User) -> QuerySet[Task]:
@@ -167,8 +251,12 @@ def end_held_task(task: Task, status: str, kind: str, actor: User | None, reason
     The episode that held the task is the authority here (its end is what ends the lease), so
     the lease's expiry is not checked: a paused episode's task is kept past it."""
     _event(task, kind, actor, reason).save()
+    if status == TaskStatus.SUBMITTED:
+        status = _after_submit(task)
+    elif status == TaskStatus.QUEUED and Honeypot.objects.filter(task=task, active=True).exists():
+        status = TaskStatus.GOLD
     task.status = status
-    if status == TaskStatus.QUEUED:
+    if status in (TaskStatus.QUEUED, TaskStatus.GOLD):
         task.assignee = None
     task.lease_id = None
     task.lease_expires_at = None
@@ -213,7 +301,17 @@ def return_lapsed_leases(now: datetime | None = None) -> int:
                 task, TaskEvent.Kind.LEASE_LAPSED, None, "no heartbeat before the lease expired"
             ).save()
             returned += 1
-        Task.objects.filter(pk__in=[t.pk for t in lapsed]).update(
+        gold = set(
+            Honeypot.objects.filter(task__in=lapsed, active=True).values_list("task_id", flat=True)
+        )
+        Task.objects.filter(pk__in=[t.pk for t in lapsed if t.pk in gold]).update(
+            status=TaskStatus.GOLD,
+            assignee=None,
+            lease_id=None,
+            lease_expires_at=None,
+            updated_at=now,
+        )
+        Task.objects.filter(pk__in=[t.pk for t in lapsed if t.pk not in gold]).update(
             status=TaskStatus.QUEUED,
             assignee=None,
             lease_id=None,

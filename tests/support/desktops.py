@@ -29,6 +29,7 @@ from PIL import Image, ImageDraw, ImageFont
 from Xlib import X, Xatom
 from Xlib.display import Display
 from Xlib.error import DisplayError, XError
+from Xlib.protocol.event import ClientMessage
 from Xlib.xobject.drawable import Window as XWindow
 
 from vm_pool.actions import Point, ScreenSize
@@ -36,6 +37,7 @@ from vm_pool.actions import Point, ScreenSize
 DISPLAYS = range(700, 900)
 BUSY_FONT = "DejaVuSans.ttf"
 START_TIMEOUT = 10.0
+FOCUS_GRACE = 2.0
 
 
 def desktop_user_processes(display: int) -> list[Path]:
@@ -161,21 +163,48 @@ class XDesktop:
         return [self._window(self._x.create_resource_object("window", i)) for i in ids]
 
     def wait_for_window(self, wm_class: str, timeout: float = START_TIMEOUT) -> Window:
-        """Wait for a managed, mapped window of ``wm_class`` to have the keyboard focus."""
+        """Wait for a managed, mapped window of ``wm_class`` to have the keyboard focus.
+
+        openbox focuses a new window itself; one that is mapped but still unfocused after
+        ``FOCUS_GRACE`` seconds (openbox can lose that race on a loaded machine) is asked for
+        by an EWMH ``_NET_ACTIVE_WINDOW`` request, as a pager would.
+        """
         active = self._x.intern_atom("_NET_ACTIVE_WINDOW")
         root = self._x.screen().root
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        start = time.monotonic()
+        seen: dict[int, str] = {}
+        while time.monotonic() < start + timeout:
             focused = root.get_full_property(active, Xatom.WINDOW)
+            focused_ids = list(focused.value) if focused is not None else []
             for window in self.windows():
                 resource = self._x.create_resource_object("window", window.id)
                 with suppress(XError):
                     classes = resource.get_wm_class() or ()
                     mapped = resource.get_attributes().map_state == X.IsViewable
-                    if wm_class in classes and mapped and focused and window.id in focused.value:
+                    seen[window.id] = f"{'/'.join(classes) or '?'} mapped={mapped}"
+                    if wm_class not in classes or not mapped:
+                        continue
+                    if window.id in focused_ids:
                         return window
+                    if time.monotonic() > start + FOCUS_GRACE:
+                        self._request_focus(resource)
             time.sleep(0.02)
-        raise TimeoutError(f"no focused {wm_class} window on {self.display} in {timeout}s")
+        alive = [" ".join(map(str, p.args)) for p in self.processes if p.poll() is None]
+        raise TimeoutError(
+            f"no focused {wm_class} window on {self.display} in {timeout}s; "
+            f"windows: {seen or 'none'}; running: {alive}"
+        )
+
+    def _request_focus(self, window: XWindow) -> None:
+        """Ask the window manager to activate ``window`` (source 2: a pager, not an app)."""
+        request = ClientMessage(
+            window=window,
+            client_type=self._x.intern_atom("_NET_ACTIVE_WINDOW"),
+            data=(32, [2, X.CurrentTime, 0, 0, 0]),
+        )
+        mask = X.SubstructureRedirectMask | X.SubstructureNotifyMask
+        self._x.screen().root.send_event(request, event_mask=mask)
+        self._x.flush()
 
     def popups(self) -> list[Window]:
         """Mapped override-redirect windows on the screen: menus, tooltips and the like."""
