@@ -166,7 +166,7 @@ def scorecards(
                 evaluator_success=row["success"],
                 median_decision_ms=step_row.get("median_ms"),
                 steps_per_hour=(decided + demonstrated) / hours if hours > 0 else None,
-                **_rate("gold", *gold.get(row["annotator_id"], (0, 0))),
+                **_rate("gold_accuracy", *gold.get(row["annotator_id"], (0, 0))),
                 **_rate("agreement", *agreement.get(row["annotator_id"], (0, 0))),
             )
         )
@@ -175,7 +175,10 @@ def scorecards(
 
 def _rate(name: str, right: int, total: int) -> dict[str, Any]:
     """A rate's fields on a scorecard: counts, share and interval."""
-    counts = {"gold": ("gold_steps", "gold_right"), "agreement": ("compared_steps", "agreed_steps")}
+    counts = {
+        "gold_accuracy": ("gold_steps", "gold_right"),
+        "agreement": ("compared_steps", "agreed_steps"),
+    }
     interval = wilson(right, total)
     return {
         counts[name][0]: total,

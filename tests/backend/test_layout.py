@@ -235,13 +235,18 @@ def test_a_wrong_import_in_a_scratch_module_breaks_the_build_naming_its_rule(scr
 
 # What the layout must never change: tables (app label and name) and Celery's job names.
 TABLES = [
+    ("annotation.Agreement", "annotation_agreement"),
     ("annotation.DatasetExport", "annotation_datasetexport"),
     ("annotation.Demonstration", "annotation_demonstration"),
     ("annotation.Episode", "annotation_episode"),
     ("annotation.GoldStep", "annotation_goldstep"),
+    ("annotation.GoldVerdict", "annotation_goldverdict"),
+    ("annotation.Honeypot", "annotation_honeypot"),
+    ("annotation.HoneypotRun", "annotation_honeypotrun"),
     ("annotation.Membership", "annotation_membership"),
     ("annotation.Project", "annotation_project"),
     ("annotation.Proposal", "annotation_proposal"),
+    ("annotation.QualityHold", "annotation_qualityhold"),
     ("annotation.Review", "annotation_review"),
     ("annotation.Rollout", "annotation_rollout"),
     ("annotation.RolloutBatch", "annotation_rolloutbatch"),
@@ -259,6 +264,7 @@ def test_tables_keep_their_app_label_and_names():
 
 JOB_NAMES = [
     "annotation.jobs.build_export",
+    "annotation.jobs.check_quality",
     "annotation.jobs.check_replay",
     "annotation.jobs.demonstration_ended",
     "annotation.jobs.dispatch_rollouts",
