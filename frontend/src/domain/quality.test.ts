@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { rateText, sorted, type Scorecard } from "./quality";
+import { dailyRates, rateText, sorted, type Scorecard, type TimelineDay } from "./quality";
 
 const card = (annotator: string, review_acceptance: number | null): Scorecard => ({
   annotator,
@@ -15,6 +15,16 @@ const card = (annotator: string, review_acceptance: number | null): Scorecard =>
   evaluator_success: null,
   median_decision_ms: null,
   steps_per_hour: null,
+  gold_steps: 0,
+  gold_right: 0,
+  gold_accuracy: null,
+  gold_accuracy_low: null,
+  gold_accuracy_high: null,
+  compared_steps: 0,
+  agreed_steps: 0,
+  agreement: null,
+  agreement_low: null,
+  agreement_high: null,
 });
 
 describe("the quality page", () => {
@@ -27,5 +37,19 @@ describe("the quality page", () => {
   it("writes a rate with its interval and count", () => {
     expect(rateText(0.5, 0.0945, 0.9055, 1, 2)).toBe("0.50 (0.09–0.91, 1 of 2)");
     expect(rateText(null, null, null, 0, 0)).toBe("—");
+  });
+  it("draws each annotator's daily gold accuracy, with gaps on days without gold", () => {
+    const day = (d: string, annotator: string, gold_right: number, gold_steps: number): TimelineDay => ({
+      day: d, annotator, gold_right, gold_steps, compared_steps: 0, agreed_steps: 0, steps: 3,
+    });
+    const { days, series } = dailyRates(
+      [day("2026-11-02", "bob", 1, 2), day("2026-11-01", "ann", 2, 2), day("2026-11-02", "ann", 0, 0), day("2026-11-03", "cal", 0, 0)],
+      "gold_accuracy",
+    );
+    expect(days).toEqual(["2026-11-01", "2026-11-02"]);
+    expect(series).toEqual([
+      { name: "ann", values: [1, null] },
+      { name: "bob", values: [null, 0.5] },
+    ]);
   });
 });

@@ -1,4 +1,5 @@
-/** Annotator scorecards as the quality page shows them: their figures, and their order. */
+/** Annotator scorecards as the quality page shows them: their figures, their order, the
+ * agreement of each pair of annotators and the daily series of the chart. */
 
 export interface Scorecard {
   annotator: string;
@@ -14,6 +15,58 @@ export interface Scorecard {
   evaluator_success: number | null;
   median_decision_ms: number | null;
   steps_per_hour: number | null;
+  gold_steps: number;
+  gold_right: number;
+  gold_accuracy: number | null;
+  gold_accuracy_low: number | null;
+  gold_accuracy_high: number | null;
+  compared_steps: number;
+  agreed_steps: number;
+  agreement: number | null;
+  agreement_low: number | null;
+  agreement_high: number | null;
+}
+
+export interface PairAgreement {
+  annotators: [string, string];
+  compared_steps: number;
+  agreed_steps: number;
+  agreement: number;
+}
+
+export interface TimelineDay {
+  day: string; // YYYY-MM-DD, UTC
+  annotator: string;
+  gold_steps: number;
+  gold_right: number;
+  compared_steps: number;
+  agreed_steps: number;
+  steps: number;
+}
+
+export interface QualityReport {
+  scorecards: Scorecard[];
+  pairs: PairAgreement[];
+  timeline: TimelineDay[];
+}
+
+/** The chart's days and one series per annotator of a daily rate: gold accuracy (right over
+ * scored gold steps) or agreement (agreed over compared steps); null on a day without any. */
+export function dailyRates(
+  timeline: TimelineDay[],
+  rate: "gold_accuracy" | "agreement",
+): { days: string[]; series: { name: string; values: (number | null)[] }[] } {
+  const [k, n] = rate === "gold_accuracy" ? (["gold_right", "gold_steps"] as const) : (["agreed_steps", "compared_steps"] as const);
+  const days = [...new Set(timeline.filter((d) => d[n] > 0).map((d) => d.day))].sort();
+  const names = [...new Set(timeline.filter((d) => d[n] > 0).map((d) => d.annotator))].sort();
+  const series = names.map((name) => ({
+    name,
+    values: days.map((day) => {
+      const entry = timeline.find((d) => d.day === day && d.annotator === name);
+      return entry && entry[n] > 0 ? entry[k] / entry[n] : null;
+    }),
+  }));
+  return { days, series };
 }
 
 export type SortKey = keyof Scorecard;

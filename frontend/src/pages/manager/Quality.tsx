@@ -1,14 +1,27 @@
 /** The project's annotators' scorecards: each person's work over a period, sortable, and the
- * same as CSV (annotation/quality/scorecards.py says how each figure is made). */
+ * same as CSV, with each pair's agreement, the daily chart, the quality settings and the
+ * honeypots (annotation/quality/ says how each figure is made). */
 import { useState } from "react";
 import { ErrorBanner, Loading, useApi } from "../../ui";
-import { rateText, sorted, type Scorecard, type SortKey } from "../../domain/quality";
+import { LineChart } from "../../ui/svgCharts";
+import { dailyRates, rateText, sorted, type QualityReport, type Scorecard, type SortKey } from "../../domain/quality";
+import { Honeypots, QualitySettings } from "./QualitySettings";
 
 const COLUMNS: { key: SortKey; header: string; cell: (c: Scorecard) => string }[] = [
   { key: "annotator", header: "Annotator", cell: (c) => c.annotator },
   { key: "episodes", header: "Episodes", cell: (c) => String(c.episodes) },
   { key: "decided_steps", header: "Steps decided", cell: (c) => String(c.decided_steps) },
   { key: "demonstrated_steps", header: "Steps demonstrated", cell: (c) => String(c.demonstrated_steps) },
+  {
+    key: "gold_accuracy",
+    header: "Gold accuracy (95% interval)",
+    cell: (c) => rateText(c.gold_accuracy, c.gold_accuracy_low, c.gold_accuracy_high, c.gold_right, c.gold_steps),
+  },
+  {
+    key: "agreement",
+    header: "Agreement (95% interval)",
+    cell: (c) => rateText(c.agreement, c.agreement_low, c.agreement_high, c.agreed_steps, c.compared_steps),
+  },
   {
     key: "review_acceptance",
     header: "Review acceptance (95% interval)",
@@ -36,7 +49,7 @@ export function Quality({ projectId }: { projectId: string }) {
   if (from) query.set("ended_from", from);
   if (until) query.set("ended_until", until);
   const path = `/api/projects/${projectId}/scorecards/?${query}`;
-  const { data, error } = useApi<{ scorecards: Scorecard[] }>(path);
+  const { data, error } = useApi<QualityReport>(path);
   const sortBy = (next: SortKey) => {
     setDescending(next === key ? !descending : next !== "annotator");
     setKey(next);
@@ -86,6 +99,49 @@ export function Quality({ projectId }: { projectId: string }) {
           </tbody>
         </table>
       )}
+      {data && <Agreement report={data} />}
+      <QualitySettings projectId={projectId} />
+      <Honeypots projectId={projectId} />
     </section>
+  );
+}
+
+function Agreement({ report }: { report: QualityReport }) {
+  const gold = dailyRates(report.timeline, "gold_accuracy");
+  const agreement = dailyRates(report.timeline, "agreement");
+  return (
+    <>
+      <h3>Agreement between annotators</h3>
+      {report.pairs.length === 0 ? (
+        <p className="empty">No task was done by two annotators in this period.</p>
+      ) : (
+        <table className="table" data-testid="agreement-pairs">
+          <thead>
+            <tr>
+              <th scope="col">Annotators</th>
+              <th scope="col">Steps compared</th>
+              <th scope="col">Agreed</th>
+              <th scope="col">Agreement</th>
+            </tr>
+          </thead>
+          <tbody>
+            {report.pairs.map((p) => (
+              <tr key={p.annotators.join("+")}>
+                <td>{p.annotators.join(" and ")}</td>
+                <td>{p.compared_steps}</td>
+                <td>{p.agreed_steps}</td>
+                <td>{p.agreement.toFixed(2)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {gold.days.length > 0 && (
+        <LineChart title="Gold accuracy per day (UTC)" labels={gold.days} series={gold.series} testId="gold-chart" />
+      )}
+      {agreement.days.length > 0 && (
+        <LineChart title="Agreement per day (UTC)" labels={agreement.days} series={agreement.series} testId="agreement-chart" />
+      )}
+    </>
   );
 }
