@@ -137,7 +137,8 @@ def propose_step(step_id: int) -> None:
     recorded = honeypots.answer_for(step)
     try:
         if recorded is not None:  # a honeypot run on gold: what the gold episode was shown
-            result = asyncio.run(_replayed(step, recorded, on_text))
+            stamp = honeypots.stamp(step.episode.task.project_id)
+            result = asyncio.run(_replayed(recorded, stamp, on_text))
         else:
             proposer = get_proposer(versions.episode_model_settings(step.episode))
             result = asyncio.run(proposer.propose(proposal_request(step), on_text))
@@ -149,15 +150,18 @@ def propose_step(step_id: int) -> None:
     proposals.record_proposals(step_id, result, observation=step.observation_id)
 
 
-async def _replayed(step: Step, recorded: honeypots.Recorded, on_text: Any) -> ProposalResult:
-    """A recorded answer as the model would give it: streamed over its recorded latency."""
+async def _replayed(
+    recorded: honeypots.Recorded, stamp: tuple[str, str], on_text: Any
+) -> ProposalResult:
+    """A recorded answer as the model would give it (named ``stamp``): streamed over its
+    recorded latency. No database here: this runs in the job's event loop."""
     started = time.monotonic()
     seconds = min(recorded.latency_ms, honeypots.MAX_LATENCY_MS) / 1000
     pieces = [recorded.raw_text[i : i + 24] for i in range(0, len(recorded.raw_text), 24)]
     for n, piece in enumerate(pieces, start=1):
         await asyncio.sleep(max(0.0, started + seconds * n / len(pieces) - time.monotonic()))
         await on_text(0, piece)
-    name, version = await asyncio.to_thread(honeypots.stamp, step.episode.task.project_id)
+    name, version = stamp
     action = Action.from_json(recorded.action)
     return ProposalResult(
         candidates=(Candidate(recorded.raw_text, recorded.thought, action),),

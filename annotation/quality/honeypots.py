@@ -192,9 +192,18 @@ def _shown(honeypot: Honeypot, gold_step: Step) -> Recorded | None:
             text = f"Thought: {decoy['thought']}\nAction: {action.to_text()}"  # screen pixels
         else:
             text = assistant_text(decoy["thought"], action, screen, style)
-        latency = recorded.latency_ms if recorded is not None else None
-        sampling = recorded.sampling if recorded is not None else {}
-        return Recorded(text, decoy["thought"], decoy["action"], latency or 0, None, None, sampling)
+        if recorded is None:
+            return Recorded(text, decoy["thought"], decoy["action"], 0, None, None, {})
+        # The recorded answer's cost: the decoy answers the same screen and prompt.
+        return Recorded(
+            text,
+            decoy["thought"],
+            decoy["action"],
+            recorded.latency_ms or 0,
+            recorded.prompt_tokens,
+            recorded.completion_tokens,
+            recorded.sampling,
+        )
     if recorded is None or recorded.action is None:
         return None
     return Recorded(
