@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from annotation.job_names import QUEUES, VALIDATE_ROLLOUT
 from annotation.models import Episode, EpisodeMode, Review, Rollout, TaskEvent, TaskStatus
+from annotation.quality import feedback
 from backend.accounts.models import User
 from backend.celery import send_after_commit
 from backend.errors import DomainError
@@ -85,6 +86,7 @@ def submit_review(
             actor=reviewer,
             reason=f"episode {episode.pk} {verdict}",
         )
+        transaction.on_commit(lambda: feedback.rejection_told(review))
     return ReviewReceipt(review, duplicate=False)
 
 

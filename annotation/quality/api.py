@@ -12,7 +12,8 @@
 - ``GET /api/projects/{id}/scorecards/?ended_from=&ended_until=&as=csv`` → every annotator's
   scorecard (``annotation.quality.scorecards``) with the pairs' agreement and the timeline, for
   those who view the project's episodes; ``GET /api/projects/{id}/scorecards/mine/`` → the
-  caller's own, for anyone who works in it (gold counted up to yesterday).
+  caller's own, for anyone who works in it (gold counted up to yesterday), with the feedback
+  they were given (``annotation.quality.feedback``).
 """
 
 from datetime import UTC, datetime, time
@@ -30,7 +31,7 @@ from rest_framework.views import APIView
 
 from annotation.models import GoldStep, Honeypot, Project
 from annotation.projects import access
-from annotation.quality import gold, honeypots, scorecards
+from annotation.quality import feedback, gold, honeypots, scorecards
 from backend.accounts.roles import Capability
 from backend.errors import DomainError
 
@@ -187,4 +188,9 @@ class MyScorecardView(APIView):
         cards = scorecards.scorecards(
             project.pk, annotator_id=request.user.pk, gold_before=today, **_period(request)
         )
-        return Response({"scorecard": scorecards.as_json(cards)[0] if cards else None})
+        return Response(
+            {
+                "scorecard": scorecards.as_json(cards)[0] if cards else None,
+                "feedback": feedback.for_annotator(project, request.user),
+            }
+        )

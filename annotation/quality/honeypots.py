@@ -50,10 +50,10 @@ from annotation.models import (
     TaskEvent,
     TaskStatus,
 )
+from annotation.quality import feedback
 from annotation.quality.gold import BadGold, GoldNotAllowed
 from annotation.quality.rules import is_right
 from backend.accounts.models import User
-from backend.notifications import notify_user
 from model_serving.proposers.baseline import MODEL_NAME as BASELINE_NAME
 from model_serving.uitars import CoordinateStyle, assistant_text
 from vm_pool.actions import Action, InvalidAction, ScreenSize
@@ -292,14 +292,9 @@ def score_run(episode_id: int) -> list[GoldVerdict]:
         GoldVerdict.objects.bulk_create(verdicts)
         run.scored_at = timezone.now()
         run.save(update_fields=["scored_at"])
-        if episode.task.project.immediate_feedback:
-            for verdict in verdicts:
-                if not verdict.right:
-                    notify_user(episode.annotator_id, "quality_feedback", {
-                        "episode": episode.pk, "task": episode.task.external_id,
-                        "step": verdict.step.index, "why": verdict.reason,
-                        "right_answers": verdict.gold.answers,
-                    })  # fmt: skip
+        missed = [v for v in verdicts if not v.right]
+        if missed and episode.task.project.immediate_feedback:
+            transaction.on_commit(lambda: feedback.miss_told(missed[0]))  # scoring stops there
     return verdicts
 
 

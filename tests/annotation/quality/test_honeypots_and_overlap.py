@@ -169,7 +169,7 @@ def test_a_run_shows_the_recorded_answers_while_on_gold_and_is_scored(honeypot, 
 
 
 def test_a_gold_threshold_holds_new_episodes_for_review_and_feedback_is_told(
-    honeypot, project, people
+    honeypot, project, people, client_for
 ):
     project.gold_threshold = 0.8
     project.immediate_feedback = True
@@ -190,6 +190,19 @@ def test_a_gold_threshold_holds_new_episodes_for_review_and_feedback_is_told(
     assert run.pk not in set(episodes_for(filters, "sft").values_list("pk", flat=True))
     review_episode(later, people["mona"], "accepted", None, "")
     assert later.pk in set(episodes_for(filters, "sft").values_list("pk", flat=True))
+
+    # bob is told the right answer of his miss, and why a reviewer rejected his work.
+    review_episode(run, people["mona"], "rejected", 1, "The logo is not the marker.")
+    told = client_for(bob).get(f"/api/projects/{project.pk}/scorecards/mine/").json()["feedback"]
+    assert [(t["kind"], t["task"], t["step"], t["why"]) for t in told] == [
+        ("rejected", "g1", 1, "The logo is not the marker."),
+        ("gold_miss", "g1", 1, "a wrong proposal was approved"),
+    ]
+    assert told[1]["right_answers"] == [{"type": "click", "region": [620, 380, 660, 420]}]
+    project.immediate_feedback = False
+    project.save()
+    assert client_for(bob).get(f"/api/projects/{project.pk}/scorecards/mine/").json()[
+        "feedback"] == []  # fmt: skip
 
 
 def test_overlap_hands_a_task_to_k_different_annotators_and_compares_them(project, people):
