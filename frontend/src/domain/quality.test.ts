@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { dailyRates, rateText, sorted, type Scorecard, type TimelineDay } from "./quality";
+import { dailyRates, feedbackText, rateText, sorted, type Scorecard, type TimelineDay } from "./quality";
 
 const card = (annotator: string, review_acceptance: number | null): Scorecard => ({
   annotator,
@@ -51,5 +51,20 @@ describe("the quality page", () => {
       { name: "ann", values: [1, null] },
       { name: "bob", values: [null, 0.5] },
     ]);
+  });
+  it("writes feedback with the right answers", () => {
+    const base = { episode: 4, task: "t-1", at: "2026-11-26T10:00:00Z" };
+    expect(
+      feedbackText({
+        ...base,
+        kind: "gold_miss",
+        step: 2,
+        why: "a wrong proposal was approved",
+        right_answers: [{ type: "click", region: [10, 20, 30, 40] }, { type: "hotkey", keys: ["ctrl", "s"] }],
+      }),
+    ).toBe("Task t-1, step 2: a wrong proposal was approved. Right: click inside [10, 20, 30, 40]; or hotkey ctrl+s.");
+    expect(feedbackText({ ...base, kind: "rejected", step: null, why: "Wrong file", right_answers: null })).toBe(
+      "Task t-1: rejected — Wrong file.",
+    );
   });
 });

@@ -87,3 +87,33 @@ export function rateText(rate: number | null, low: number | null, high: number |
   if (rate === null || low === null || high === null) return "—";
   return `${rate.toFixed(2)} (${low.toFixed(2)}–${high.toFixed(2)}, ${k} of ${n})`;
 }
+
+/** What an annotator was told about their work: a gold miss with the right answers, or a
+ * reviewer's rejection with its reason (annotation/quality/feedback.py). */
+export interface Feedback {
+  kind: "gold_miss" | "rejected";
+  episode: number;
+  task: string;
+  step: number | null;
+  why: string;
+  right_answers: Record<string, unknown>[] | null;
+  at: string;
+}
+
+/** One line of feedback, the right answers written out. */
+export function feedbackText(f: Feedback): string {
+  const where = `Task ${f.task}${f.step === null ? "" : `, step ${f.step}`}`;
+  if (f.kind === "rejected") return `${where}: rejected — ${f.why}.`;
+  const answers = (f.right_answers ?? []).map(answerText).join("; or ");
+  return `${where}: ${f.why}. Right: ${answers}.`;
+}
+
+function answerText(answer: Record<string, unknown>): string {
+  const parts = [String(answer.type)];
+  if (Array.isArray(answer.region)) parts.push(`inside [${answer.region.join(", ")}]`);
+  if (Array.isArray(answer.point)) parts.push(`within ${answer.radius ?? 20} px of (${answer.point.join(", ")})`);
+  if (typeof answer.text === "string") parts.push(`"${answer.text}"`);
+  if (Array.isArray(answer.keys)) parts.push(answer.keys.join("+"));
+  if (typeof answer.direction === "string") parts.push(answer.direction);
+  return parts.join(" ");
+}

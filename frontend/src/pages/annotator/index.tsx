@@ -5,7 +5,7 @@ import { Route, Routes, useNavigate } from "react-router-dom";
 import { api, type Page } from "../../api";
 import { assignedText, isTasksAssigned, useNotices, type Notice } from "../../notices";
 import { Button, ErrorBanner, Table, useApi, useMe } from "../../ui";
-import { rateText, type Scorecard } from "../../domain/quality";
+import { feedbackText, rateText, type Feedback, type Scorecard } from "../../domain/quality";
 import { Workspace } from "./Workspace";
 
 interface Started {
@@ -49,6 +49,10 @@ function Queue() {
   const live = useNotices(
     useCallback(
       (message: Notice) => {
+        if (message.event === "quality_feedback") {
+          setNotice("You have new feedback on your work: see “Your work there” below.");
+          return;
+        }
         if (!isTasksAssigned(message)) return;
         setNotice(assignedText(message));
         reloadAssigned();
@@ -148,19 +152,37 @@ function Queue() {
   );
 }
 
-/** The annotator's own scorecard in a project, in a line (annotation/quality/scorecards.py). */
+/** The annotator's own scorecard in a project, in a line (annotation/quality/scorecards.py),
+ * and the feedback they were given there (annotation/quality/feedback.py), when the project
+ * gives it. */
 function MyWork({ project }: { project: number }) {
-  const { data } = useApi<{ scorecard: Scorecard | null }>(`/api/projects/${project}/scorecards/mine/`);
+  const { data } = useApi<{ scorecard: Scorecard | null; feedback: Feedback[] }>(`/api/projects/${project}/scorecards/mine/`);
   const card = data?.scorecard;
   if (data === null) return <span className="meta">…</span>;
   if (!card) return <span className="meta">No finished episode yet.</span>;
   const reviewed = card.reviewed
     ? ` · reviews: ${rateText(card.review_acceptance, card.review_acceptance_low, card.review_acceptance_high, card.accepted, card.reviewed)}`
     : "";
+  const gold = card.gold_steps
+    ? ` · checked steps: ${rateText(card.gold_accuracy, card.gold_accuracy_low, card.gold_accuracy_high, card.gold_right, card.gold_steps)}`
+    : "";
   return (
-    <span data-testid={`my-work-${project}`}>
-      {card.episodes} episodes · {card.decided_steps} steps decided · {card.demonstrated_steps} demonstrated{reviewed}
-    </span>
+    <>
+      <span data-testid={`my-work-${project}`}>
+        {card.episodes} episodes · {card.decided_steps} steps decided · {card.demonstrated_steps} demonstrated{reviewed}
+        {gold}
+      </span>
+      {data.feedback.length > 0 && (
+        <details className="feedback">
+          <summary>Feedback on your work ({data.feedback.length})</summary>
+          <ul data-testid={`feedback-${project}`}>
+            {data.feedback.map((f) => (
+              <li key={`${f.kind}-${f.episode}-${f.step}-${f.at}`}>{feedbackText(f)}</li>
+            ))}
+          </ul>
+        </details>
+      )}
+    </>
   );
 }
 
