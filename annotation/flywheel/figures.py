@@ -2,8 +2,8 @@
 throughput over time, and how often annotators accept each model version's proposals.
 
 - **Progress board.** Every task of the project counted by status (``queued``, ``assigned``,
-  ``in_progress``, ``submitted``, ``reviewed``, ``rejected``; every status appears, zero
-  included), and for each status the most recently updated tasks (at most ``limit``), each with
+  ``in_progress``, ``submitted``, ``reviewed``, ``rejected``, and ``gold``: a honeypot between
+  runs; every status appears, zero included), and for each status the most recently updated tasks (at most ``limit``), each with
   its latest episode so the board can open it (with its task success, when its task's evaluator
   scored it), why it cannot run here if it cannot, and the
   files it needs that the task-file cache lacks (``annotation.projects.support``).

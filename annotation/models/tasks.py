@@ -14,9 +14,9 @@ class TaskStatus(models.TextChoices):
     ASSIGNED = "assigned"  # waiting in one annotator's own queue
     IN_PROGRESS = "in_progress"  # claimed: held by its assignee under a lease
     SUBMITTED = "submitted"
-    GOLD = "gold"  # a honeypot between runs: handed out at the project's rate, never pooled
     REVIEWED = "reviewed"
     REJECTED = "rejected"
+    GOLD = "gold"  # a honeypot between runs: handed out at the project's rate, never pooled
 
 
 class Task(models.Model):

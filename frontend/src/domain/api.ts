@@ -2,7 +2,7 @@
 import type { Action, Decision, Proposal } from "./actions";
 import type { Replay } from "./socket";
 
-export type TaskStatus = "queued" | "assigned" | "in_progress" | "submitted" | "reviewed" | "rejected";
+export type TaskStatus = "queued" | "assigned" | "in_progress" | "submitted" | "reviewed" | "rejected" | "gold";
 
 /** What stands between a task and a desktop here (annotation.task_support on the server). */
 export interface TaskSupport {

@@ -33,6 +33,7 @@ export const STATUS_LABEL: Record<string, string> = {
   submitted: "Submitted",
   reviewed: "Reviewed",
   rejected: "Rejected",
+  gold: "Gold (honeypot)",
 };
 
 export const DECISION_LABEL: Record<string, string> = {

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from annotation.episodes.reviews import review_episode
 from annotation.models import (
     Decision,
     Episode,
@@ -221,11 +222,11 @@ def test_board_counts_every_status_and_links_the_latest_episode(history, client_
     body = get(client_for(manager), f"/api/projects/{project.pk}/board/?limit=2")
     columns = {c["status"]: c for c in body["columns"]}
     assert list(columns) == [
-        "queued", "assigned", "in_progress", "submitted", "reviewed", "rejected",
+        "queued", "assigned", "in_progress", "submitted", "reviewed", "rejected", "gold",
     ]  # fmt: skip
     assert {s: c["count"] for s, c in columns.items()} == {
         "queued": 4, "assigned": 0, "in_progress": 0, "submitted": 1, "reviewed": 0,
-        "rejected": 0,
+        "rejected": 0, "gold": 0,
     }  # fmt: skip
     assert body["total"] == 5
     assert len(columns["queued"]["tasks"]) == 2  # capped at the limit
@@ -308,7 +309,8 @@ def test_a_rollout_of_a_task_reviewed_already_still_waits_for_its_own_review(
     history, client_for, project, make_user
 ):
     manager, first = history
-    Task.objects.filter(pk=first.task_id).update(status=TaskStatus.REVIEWED)
+    review_episode(first, manager, "accepted", None, "")  # the person's episode: reviewed
+    assert Task.objects.get(pk=first.task_id).status == TaskStatus.REVIEWED
     rollout = Episode.objects.create(
         task=first.task, annotator=manager, mode=EpisodeMode.AUTONOMOUS,
         ended_at=T0 + timedelta(days=3), outcome=EpisodeOutcome.FINISHED,
