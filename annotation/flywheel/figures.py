@@ -3,10 +3,10 @@ throughput over time, and how often annotators accept each model version's propo
 
 - **Progress board.** Every task of the project counted by status (``queued``, ``assigned``,
   ``in_progress``, ``submitted``, ``reviewed``, ``rejected``, and ``gold``: a honeypot between
-  runs; every status appears, zero included), and for each status the most recently updated tasks (at most ``limit``), each with
-  its latest episode so the board can open it (with its task success, when its task's evaluator
-  scored it), why it cannot run here if it cannot, and the
-  files it needs that the task-file cache lacks (``annotation.projects.support``).
+  runs; every status appears, zero included), and for each status the most recently updated
+  tasks (at most ``limit``), each with its latest episode so the board can open it (with its
+  task success, when its task's evaluator scored it), why it cannot run here if it cannot, and
+  the files it needs that the task-file cache lacks (``annotation.projects.support``).
 - **Throughput.** Per annotator and per time bucket (an hour or a day, in UTC): *steps decided*
   is the number of steps whose decision they committed in that bucket (``Step.decided_at``);
   *episodes submitted* is the number of their episodes that ended in that bucket with an outcome
