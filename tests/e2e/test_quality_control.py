@@ -9,7 +9,8 @@ ordinary tasks with an odd number, where it clicks 200 px below; then it finishe
 
 - gina does the six gold tasks first (the model is right there); the manager accepts them, marks
   each first step's gold as a box of ±15 px around the marker, and makes them honeypots, three
-  with a decoy (a wrong click) at step 1;
+  each with a decoy: a wrong click at step 1 (three of them) or waiting instead of finishing
+  at step 2 (the others);
 - ann is always right: she approves a click on the marker and corrects any other to the marker;
 - bob approves every proposal;
 - cal corrects every click to 40 px right of the marker.
@@ -34,6 +35,7 @@ from annotation.datasets.records import Filters
 from annotation.models import (
     Agreement,
     Episode,
+    GoldStep,
     GoldVerdict,
     HoneypotRun,
     Project,
@@ -53,7 +55,8 @@ BROKER, CHANNELS = "redis://127.0.0.1:6379/6", "redis://127.0.0.1:6379/7"
 SHOTS = Path(__file__).resolve().parents[2] / "var" / "e2e-shots"
 SCREEN = ScreenSize(1280, 800)
 GOLD = (3, 8, 13, 18, 23, 28)  # task numbers of the gold tasks, among 30
-DECOYS = (3, 13, 23)  # gold tasks whose step 1 shows a wrong click
+DECOY_AT = {3: 1, 8: 2, 13: 1, 18: 2, 23: 1, 28: 2}  # the gold task's step that shows a decoy
+FINISHED = {"type": "finished", "content": ""}
 MARKER = re.compile(r"marker at (\d+),(\d+)")
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -111,11 +114,15 @@ class Person:
         read.append(("episode", self.http.get(f"/api/episodes/{episode}/").json()))
         stream = self.http.post(f"/api/episodes/{episode}/stream/")
         read.append(("stream", stream.json()))
-        for step in (1, 2):
-            proposal = self._proposal(ws, state, step)
-            decision = self._decide(step, proposal["action"], (x, y))
+        step = 1
+        while True:  # until a finishing step is decided
+            proposed = self._proposal(ws, state, step)["action"]
+            decision = self._decide(proposed, (x, y))
             ws.send(type="decide", step=step, **decision)
             ws.next("decision_ack", step=step)
+            if decision.get("action", proposed)["type"] == "finished":
+                break
+            step += 1
         ws.next("ended")
         ws.close()
         for event in ws.events:
@@ -135,13 +142,16 @@ class Person:
                 return known["proposals"][0]
         return ws.next("proposal", step=step)["candidates"][0]
 
-    def _decide(self, step: int, proposed: dict, target: tuple[int, int]) -> dict:
-        if self.script == "approves" or step == 2:
-            return {"decision": "accepted", "proposal": 0}
+    def _decide(self, proposed: dict, target: tuple[int, int]) -> dict:
+        accept = {"decision": "accepted", "proposal": 0}
+        if self.script == "approves" or proposed["type"] == "finished":
+            return accept
+        if proposed["type"] != "click":  # the task is done once the marker is clicked
+            return {"decision": "corrected", "thought": "Done.", "action": FINISHED}
         if self.script == "right":
             px, py = proposed["point"]
             if abs(px - target[0]) <= 15 and abs(py - target[1]) <= 15:
-                return {"decision": "accepted", "proposal": 0}
+                return accept
             click = {"type": "click", "point": list(target)}
         else:  # 40 px off target
             click = {"type": "click", "point": [target[0] + 40, target[1]]}
@@ -244,14 +254,12 @@ def test_three_annotators_honeypots_and_overlap_end_to_end(host, make_user, proj
             steps = {"steps": [{"step": 1, "answers": [box]}, {"step": 2}]}
             marked = manager.put(f"/api/episodes/{episode_id}/gold/", json=steps)
             assert marked.status_code == 200, marked.text
-            decoys = {
-                "1": {
-                    "thought": "Click the marker.",
-                    "action": {"type": "click", "point": [x, y + 200]},
-                }
-            }
+            wrong = {"type": "click", "point": [x, y + 200]}
+            if DECOY_AT[number] == 2:
+                wrong = {"type": "wait"}
+            decoy = {"thought": "Click the marker.", "action": wrong}
             made = manager.put(f"/api/episodes/{episode_id}/honeypot/",
-                               json={"decoys": decoys if number in DECOYS else {}})  # fmt: skip
+                               json={"decoys": {str(DECOY_AT[number]): decoy}})  # fmt: skip
             assert made.status_code == 200, made.text
         changed = manager.patch(
             f"/api/projects/{project.pk}/", json={"overlap": 2, "honeypot_rate": 0.2}
@@ -290,24 +298,20 @@ def test_three_annotators_honeypots_and_overlap_end_to_end(host, make_user, proj
             name: [r for r in runs.values() if r.episode.annotator.username == name]
             for name in ("ann", "bob", "cal")
         }
-        decoyed = {
-            name: sum(_number(r.honeypot.task) in DECOYS for r in got) for name, got in mine.items()
-        }
         assert all(mine.values()), {n: len(r) for n, r in mine.items()}  # all met gold
-        assert (cards["ann"]["gold_steps"], cards["ann"]["gold_right"]) == (
-            2 * len(mine["ann"]),
-        ) * 2
-        plain = len(mine["bob"]) - decoyed["bob"]
-        assert (cards["bob"]["gold_steps"], cards["bob"]["gold_right"]) == (
-            2 * plain + decoyed["bob"],
-            2 * plain,
-        )
-        assert (cards["cal"]["gold_steps"], cards["cal"]["gold_right"]) == (len(mine["cal"]), 0)
+        # ann: both steps right. bob approves the decoy: a miss at step 1, or at step 2 after a
+        # right step 1. cal: a miss at step 1, always. Scoring stops at a miss.
+        at_2 = sum(DECOY_AT[_number(r.honeypot.task)] == 2 for r in mine["bob"])
+        expected = {
+            "ann": (2 * len(mine["ann"]), 2 * len(mine["ann"])),
+            "bob": (len(mine["bob"]) + at_2, at_2),
+            "cal": (len(mine["cal"]), 0),
+        }
+        assert {n: (cards[n]["gold_steps"], cards[n]["gold_right"]) for n in expected} == expected
         assert cards["ann"]["gold_accuracy"] == 1.0 and cards["cal"]["gold_accuracy"] == 0.0
-        assert (
-            GoldVerdict.objects.filter(run__episode__annotator__username="bob", right=False).count()
-            == decoyed["bob"]
-        )
+        assert cards["bob"]["gold_accuracy"] == at_2 / (len(mine["bob"]) + at_2)  # at most 0.5
+        missed = GoldVerdict.objects.filter(run__episode__annotator__username="bob", right=False)
+        assert missed.count() == len(mine["bob"])
 
         # Agreement per pair: step 1 agrees only when both approved a right click (ann and
         # bob on even tasks); finishing always agrees.
@@ -367,7 +371,7 @@ def test_three_annotators_honeypots_and_overlap_end_to_end(host, make_user, proj
             sorted(only_plain - only_gold),
         )
 
-        _check_quality_page(stack, monkeypatch, server, project, cards, manager)
+        _check_quality_page(stack, monkeypatch, server, project, cards, manager, gold_episodes[0])
 
 
 def _session(user) -> dict[str, str]:
@@ -390,8 +394,9 @@ def _no_gold_twice_in_a_row(people: dict, runs: dict) -> None:
         assert not any(a and b for a, b in zip(flags, flags[1:], strict=False)), (name, flags)
 
 
-def _check_quality_page(stack, monkeypatch, server, project, cards, manager) -> None:
-    """The manager's quality page shows the API's figures; the CSV holds the same."""
+def _check_quality_page(stack, monkeypatch, server, project, cards, manager, gold_episode) -> None:
+    """The manager's quality page shows the API's figures; the CSV holds the same. On a gold
+    episode's step the manager drags a new target box, and it is the step's gold."""
     browser = stack.enter_context(chromium(monkeypatch))
     context, page, errors = sign_in(browser, f"http://{server}", "mona",
                                     f"/app/manage/projects/{project.pk}/quality")  # fmt: skip
@@ -411,6 +416,7 @@ def _check_quality_page(stack, monkeypatch, server, project, cards, manager) -> 
     assert accessibility_problems(page) == []
     errors.assert_none()
     context.close()
+    _draw_gold(browser, server, gold_episode)
     rows = list(csv.DictReader(io.StringIO(manager.get(
         f"/api/projects/{project.pk}/scorecards/?as=csv").text)))  # fmt: skip
     for row in rows:
@@ -420,3 +426,39 @@ def _check_quality_page(stack, monkeypatch, server, project, cards, manager) -> 
             card["gold_right"],
             card["compared_steps"],
         )
+
+
+def _draw_gold(browser, server: str, episode_id: int) -> None:
+    context, page, errors = sign_in(browser, f"http://{server}", "mona",
+                                    f"/app/manage/episodes/{episode_id}")  # fmt: skip
+    panel = page.get_by_test_id("gold-panel")
+    x, y = marker(GOLD[0])
+    expect(panel.get_by_test_id("gold-stored")).to_contain_text(
+        f"click inside [{x - 15}, {y - 15}, {x + 15}, {y + 15}] (from review)"
+    )
+    canvas = panel.get_by_test_id("gold-canvas")
+    canvas.scroll_into_view_if_needed()
+    frame = canvas.bounding_box()
+    scale = frame["width"] / SCREEN.width
+
+    def at(px: int, py: int) -> tuple[float, float]:
+        return frame["x"] + px * scale, frame["y"] + py * scale
+
+    page.mouse.move(*at(x - 40, y - 30))
+    page.mouse.down()
+    page.mouse.move(*at(x + 10, y + 5), steps=5)
+    page.mouse.move(*at(x + 40, y + 30), steps=5)
+    page.mouse.up()
+    expect(panel.get_by_test_id("gold-answer")).to_contain_text("Will save: click inside [")
+    panel.get_by_role("button", name="Save as gold for step 1").click()
+    expect(panel.get_by_role("status")).to_have_text("Step 1 is gold.")
+    (region,) = [a["region"] for a in GoldStep.objects.get(step__episode_id=episode_id,
+                                                          step__index=1).answers]  # fmt: skip
+    # The drag's corners, give or take the rounding of a scaled screenshot.
+    assert all(abs(got - want) <= 2 for got, want in zip(region, [x - 40, y - 30, x + 40, y + 30],
+                                                         strict=True)), region  # fmt: skip
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "manager-gold-box.png"), full_page=True)
+    assert accessibility_problems(page) == []
+    errors.assert_none()
+    context.close()

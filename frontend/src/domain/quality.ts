@@ -96,7 +96,7 @@ export interface Feedback {
   task: string;
   step: number | null;
   why: string;
-  right_answers: Record<string, unknown>[] | null;
+  right_answers: GoldAnswer[] | null;
   at: string;
 }
 
@@ -108,12 +108,27 @@ export function feedbackText(f: Feedback): string {
   return `${where}: ${f.why}. Right: ${answers}.`;
 }
 
-function answerText(answer: Record<string, unknown>): string {
-  const parts = [String(answer.type)];
-  if (Array.isArray(answer.region)) parts.push(`inside [${answer.region.join(", ")}]`);
-  if (Array.isArray(answer.point)) parts.push(`within ${answer.radius ?? 20} px of (${answer.point.join(", ")})`);
-  if (typeof answer.text === "string") parts.push(`"${answer.text}"`);
-  if (Array.isArray(answer.keys)) parts.push(answer.keys.join("+"));
-  if (typeof answer.direction === "string") parts.push(answer.direction);
+export type Box = [number, number, number, number];
+
+/** One right answer of a gold step (annotation/quality/rules.py). */
+export interface GoldAnswer {
+  type: string;
+  region?: Box;
+  point?: [number, number];
+  radius?: number;
+  text?: string;
+  normalise?: string;
+  keys?: string[];
+  direction?: string;
+}
+
+/** A gold answer in words. */
+export function answerText(answer: GoldAnswer): string {
+  const parts = [answer.type];
+  if (answer.region) parts.push(`inside [${answer.region.join(", ")}]`);
+  if (answer.point) parts.push(`within ${answer.radius ?? 20} px of (${answer.point.join(", ")})`);
+  if (answer.text !== undefined) parts.push(`"${answer.text}"`);
+  if (answer.keys) parts.push(answer.keys.join("+"));
+  if (answer.direction) parts.push(answer.direction);
   return parts.join(" ");
 }

@@ -11,6 +11,7 @@ import { useEffect, useLayoutEffect, useState } from "react";
 import { Link, useParams } from "react-router-dom";
 import { api, roleIn } from "../api";
 import { Button, ErrorBanner, Loading, useApi, useMe, usePoll, useSubmit } from "../ui";
+import { GoldPanel } from "./GoldPanel";
 import { EvaluationPanel } from "./Evaluation";
 import { replayCheckText } from "./evaluation";
 import { DECISION_LABEL, seconds, when } from "../ui/format";
@@ -292,6 +293,7 @@ export function EpisodeViewer({
   const backLink = back(episode);
   const reviews = ["admin", "manager", "reviewer"].includes(roleIn(me, episode.project) ?? "");
   const autonomous = episode.mode === "autonomous";
+  const manages = ["admin", "manager"].includes(roleIn(me, episode.project) ?? "");
   return (
     <div className="episode-viewer">
       <p>
@@ -368,6 +370,7 @@ export function EpisodeViewer({
         </nav>
         <section className="step-main" aria-label={`Step ${selected}`}>
           {step ? <StepDetail step={step} episode={episode} /> : <p className="empty">This episode has no steps.</p>}
+          {step && manages && episode.ended_at !== null && step.decision ? <GoldPanel episode={episode} step={step} /> : null}
         </section>
       </div>
     </div>
