@@ -23,22 +23,24 @@ from rest_framework.views import APIView
 
 from annotation.episodes import loop as episodes
 from annotation.episodes import ownership, reviews
+from annotation.episodes.serializers import (
+    BranchRequestSerializer,
+    BranchTaskSerializer,
+    EpisodeDetailSerializer,
+    EpisodeSerializer,
+    ReviewSerializer,
+)
 from annotation.models import Episode, Membership, Project, Step, Task
 from annotation.projects import access, importer, queue, versions
 from annotation.rollouts import branching
 from annotation.serializers import (
     AssignSerializer,
-    BranchRequestSerializer,
-    BranchTaskSerializer,
     ClaimRequestSerializer,
     ClaimSerializer,
-    EpisodeDetailSerializer,
-    EpisodeSerializer,
     ImportUploadSerializer,
     LeaseSerializer,
     MembershipSerializer,
     ProjectSerializer,
-    ReviewSerializer,
     TaskDetailSerializer,
     TaskSelectionSerializer,
     TaskSerializer,

@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotation.episodes.serializers import EpisodeSerializer
 from annotation.flywheel import chart as flywheel
 from annotation.flywheel import figures as stats
 from annotation.models import (
@@ -23,7 +24,6 @@ from annotation.models import (
 )
 from annotation.projects import access
 from annotation.quality.overlap import SUBMITTED
-from annotation.serializers import EpisodeSerializer
 from backend.accounts.roles import Capability
 
 

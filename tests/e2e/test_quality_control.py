@@ -183,6 +183,11 @@ def pattern(value: Any) -> Any:
     return "<text>"
 
 
+# Fields whose value is one of a few names: compared as they are, not as a pattern.
+NAMED = {"task_status", "status", "outcome", "decision", "mode", "kind", "event",
+         "evaluation_status", "model_name", "model_version"}  # fmt: skip
+
+
 def shapes(read: list[tuple[str, Any]]) -> set[str]:
     """Every ``what.path=pattern`` of the payloads read (lists as their items' patterns)."""
     seen: set[str] = set()
@@ -196,6 +201,8 @@ def shapes(read: list[tuple[str, Any]]) -> set[str]:
                 walk(f"{prefix}[]", item)
             if not value:
                 seen.add(f"{prefix}=[]")
+        elif prefix.rsplit(".", 1)[-1] in NAMED:
+            seen.add(f"{prefix}={value!r}")  # a status or a kind is its value
         else:
             seen.add(f"{prefix}={pattern(value)}")
 
@@ -365,11 +372,10 @@ def test_three_annotators_honeypots_and_overlap_end_to_end(host, make_user, proj
         ann = crowd[0]
         gold_read = [item for e in ann.read if e in runs for item in ann.read[e]]
         plain_read = [item for e in ann.read if e not in runs for item in ann.read[e]]
-        only_gold, only_plain = shapes(gold_read), shapes(plain_read)
-        assert only_gold == only_plain, (
-            sorted(only_gold - only_plain),
-            sorted(only_plain - only_gold),
-        )
+        # Everything read of a honeypot was read of ordinary tasks too (the converse need
+        # not hold: ann corrected ordinary steps, and saw tasks queued again for overlap).
+        gold_shapes, plain_shapes = shapes(gold_read), shapes(plain_read)
+        assert gold_shapes <= plain_shapes, sorted(gold_shapes - plain_shapes)
 
         _check_quality_page(stack, monkeypatch, server, project, cards, manager, gold_episodes[0])
 

@@ -42,7 +42,7 @@ export function GoldPanel({ episode, step }: { episode: Episode; step: Step }) {
       </p>
       {step.final_action?.point ? (
         <>
-          <p className="hint">Drag the target box on the screen: the final action must land inside it.</p>
+          <p className="hint">Drag the target box on the screen: the final action must land inside it (dashed: the gold stored now).</p>
           <div className="shot-frame" style={{ aspectRatio: `${w} / ${h}` }}>
             <img src={`/api/screenshots/${step.screenshot}/`} alt={`Screen of step ${step.index}, to mark its target`} width={w} height={h} />
             <svg
@@ -57,6 +57,11 @@ export function GoldPanel({ episode, step }: { episode: Episode; step: Step }) {
                 setStart(null);
               }}
             >
+              {(stored?.answers ?? []).map((a, i) =>
+                a.region ? (
+                  <rect key={i} x={a.region[0]} y={a.region[1]} width={a.region[2] - a.region[0]} height={a.region[3] - a.region[1]} fill="none" stroke="#b35900" strokeDasharray="8 5" strokeWidth={Math.max(2, w / 400)} />
+                ) : null,
+              )}
               {box ? <rect x={box[0]} y={box[1]} width={box[2] - box[0]} height={box[3] - box[1]} fill="rgba(23,107,44,.2)" stroke="#176b2c" strokeWidth={Math.max(2, w / 400)} /> : null}
             </svg>
           </div>
