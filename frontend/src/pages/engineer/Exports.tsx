@@ -59,6 +59,10 @@ function ExportForm({ project, onCreated }: { project: string; onCreated: () => 
   const [annotator, setAnnotator] = useState("");
   // Only episodes their task's evaluator scored at least this (OSWorld tasks); "" keeps all.
   const [minTaskSuccess, setMinTaskSuccess] = useState("");
+  // Only work of annotators this good on gold steps (or work agreeing with theirs), or who agree
+  // with the others this often (annotation/quality/kept.py); "" keeps all.
+  const [minGold, setMinGold] = useState("");
+  const [minAgreement, setMinAgreement] = useState("");
   const [includeAccepted, setIncludeAccepted] = useState(false);
   // Fine-tuning refuses exports that may hold the held-out episodes kept for evaluation.
   const [excludeHeldOut, setExcludeHeldOut] = useState(true);
@@ -80,6 +84,8 @@ function ExportForm({ project, onCreated }: { project: string; onCreated: () => 
     if (reviewStatus) filters.review_status = reviewStatus;
     if (annotator) filters.annotator = annotator;
     if (minTaskSuccess) filters.min_task_success = Number(minTaskSuccess);
+    if (minGold) filters.min_gold_accuracy = Number(minGold);
+    if (minAgreement) filters.min_agreement = Number(minAgreement);
     await api.post("/api/exports/", { project: Number(project), kind, format, filters });
     onCreated();
   });
@@ -139,6 +145,30 @@ function ExportForm({ project, onCreated }: { project: string; onCreated: () => 
               value={minTaskSuccess}
               placeholder="any, scored or not"
               onChange={(e) => setMinTaskSuccess(e.target.value)}
+            />
+          </label>
+          <label className="field">
+            Minimum annotator gold accuracy (0–1)
+            <input
+              type="number"
+              min={0}
+              max={1}
+              step={0.05}
+              value={minGold}
+              placeholder="any annotator"
+              onChange={(e) => setMinGold(e.target.value)}
+            />
+          </label>
+          <label className="field">
+            Minimum annotator agreement (0–1)
+            <input
+              type="number"
+              min={0}
+              max={1}
+              step={0.05}
+              value={minAgreement}
+              placeholder="any annotator"
+              onChange={(e) => setMinAgreement(e.target.value)}
             />
           </label>
           <label>

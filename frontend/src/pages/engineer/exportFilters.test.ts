@@ -31,6 +31,12 @@ describe("filtersText", () => {
     );
   });
 
+  it("names the annotator-quality thresholds", () => {
+    expect(filtersText({ min_agreement: 0.7, min_gold_accuracy: 0.8, exclude_held_out: true })).toBe(
+      "annotators' gold accuracy ≥ 0.8 · annotators' agreement ≥ 0.7 · held-out excluded",
+    );
+  });
+
   it("keeps a time of day and its zone", () => {
     expect(filtersText({ date_from: "2026-01-01T09:30:00Z" })).toBe("from 2026-01-01 09:30 UTC");
     expect(filtersText({ date_from: "2026-01-01T09:30:00+02:00" })).toBe("from 2026-01-01 09:30 +02:00");

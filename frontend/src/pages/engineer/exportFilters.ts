@@ -12,6 +12,8 @@ const ORDER = [
   "review_status",
   "annotator",
   "min_task_success",
+  "min_gold_accuracy",
+  "min_agreement",
   "include_accepted",
   "exclude_held_out",
 ];
@@ -49,6 +51,10 @@ function filterWords(name: string, value: unknown): string | null {
       return `annotator ${String(value)}`;
     case "min_task_success":
       return `min task success ${String(value)}`;
+    case "min_gold_accuracy":
+      return `annotators' gold accuracy ≥ ${String(value)}`;
+    case "min_agreement":
+      return `annotators' agreement ≥ ${String(value)}`;
     case "include_accepted":
       return value === true ? "accepted steps included" : null;
     case "exclude_held_out":
