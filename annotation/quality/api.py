@@ -172,6 +172,7 @@ class ScorecardsView(APIView):
             {
                 "scorecards": scorecards.as_json(cards),
                 "pairs": scorecards.pairs(project.pk, **period),
+                "tasks": scorecards.tasks(project.pk, **period),
                 "timeline": scorecards.timeline(project.pk, **period),
             }
         )

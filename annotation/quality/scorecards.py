@@ -19,7 +19,8 @@ Rules:
   - ``compared_steps`` / ``agreed_steps``: their step pairs compared with other annotators on
     overlapping tasks (``overlap``), dated by the later episode's end, and those that agreed;
     ``agreement`` is the share, with its interval.
-- ``pairs``: per pair of annotators, their compared and agreed steps. ``timeline``: per
+- ``pairs``: per pair of annotators, their compared and agreed steps; ``tasks``: the same per
+  task, least agreement first. ``timeline``: per
   annotator and day, the same counts (gold, agreement, steps decided), for the chart.
 - Computed in PostgreSQL, a few aggregate queries, never by loading steps into Python.
 - An annotator may read their own scorecard. Its gold figures count only runs that ended
@@ -253,6 +254,35 @@ def pairs(
             "agreement": r["agreed"] / r["compared"],
         }
         for r in rows
+    ]
+
+
+def tasks(
+    project_id: int,
+    ended_from: datetime | None = None,
+    ended_until: datetime | None = None,
+    limit: int = 100,
+) -> list[dict[str, Any]]:
+    """Per task done by several annotators: compared and agreed step pairs and the share,
+    least agreement first (at most ``limit``)."""
+    rows = (
+        _dated(
+            Agreement.objects.filter(task__project_id=project_id), "at", ended_from, ended_until
+        )  # fmt: skip
+        .values("task_id", "task__external_id")
+        .annotate(compared=Count("id"), agreed=Count("id", filter=Q(agree=True)))
+        .order_by()
+    )
+    ordered = sorted(rows, key=lambda r: (r["agreed"] / r["compared"], r["task__external_id"]))
+    return [
+        {
+            "task": r["task_id"],
+            "external_id": r["task__external_id"],
+            "compared_steps": r["compared"],
+            "agreed_steps": r["agreed"],
+            "agreement": r["agreed"] / r["compared"],
+        }
+        for r in ordered[:limit]
     ]
 
 

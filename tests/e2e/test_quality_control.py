@@ -415,6 +415,8 @@ def _check_quality_page(stack, monkeypatch, server, project, cards, manager, gol
         gold = f"{card['gold_accuracy']:.2f} ({low:.2f}–{high:.2f}, {counts})"
         expect(row.get_by_role("cell").nth(4)).to_have_text(gold)
     expect(page.get_by_test_id("agreement-pairs").get_by_role("row")).to_have_count(4)
+    disputed = Agreement.objects.filter(agree=False).values("task").distinct().count()
+    expect(page.get_by_test_id("disputed-tasks").locator("tbody tr")).to_have_count(disputed)
     expect(page.get_by_test_id("gold-chart").locator("circle").first).to_be_attached()
     expect(page.get_by_test_id("honeypots").get_by_role("row")).to_have_count(7)
     SHOTS.mkdir(parents=True, exist_ok=True)

@@ -44,9 +44,18 @@ export interface TimelineDay {
   steps: number;
 }
 
+export interface TaskAgreement {
+  task: number;
+  external_id: string;
+  compared_steps: number;
+  agreed_steps: number;
+  agreement: number;
+}
+
 export interface QualityReport {
   scorecards: Scorecard[];
   pairs: PairAgreement[];
+  tasks: TaskAgreement[];
   timeline: TimelineDay[];
 }
 

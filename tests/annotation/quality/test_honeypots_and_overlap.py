@@ -28,7 +28,7 @@ from annotation.models import (
     TaskStatus,
 )
 from annotation.projects import queue
-from annotation.quality import checks, gold, honeypots, overlap
+from annotation.quality import checks, gold, honeypots, overlap, scorecards
 from backend.accounts.roles import Role
 from tests.support.pngs import solid_png
 from vm_pool.screen.screenshots import store_screenshot
@@ -225,6 +225,9 @@ def test_overlap_hands_a_task_to_k_different_annotators_and_compares_them(projec
     overlap.compare(b.pk)
     pairs = list(Agreement.objects.order_by("step_a__index").values_list("agree", flat=True))
     assert pairs == [False, True]  # the click disagrees, finishing agrees; compared once
+    report = scorecards.tasks(project.pk)
+    assert report == [{"task": task.pk, "external_id": "t1", "compared_steps": 2,
+                       "agreed_steps": 1, "agreement": 0.5}]  # fmt: skip
 
 
 def test_exports_keep_good_annotators_work_and_what_they_corroborate(honeypot, project, people):

@@ -82,7 +82,7 @@ def test_each_annotator_s_figures_as_json_and_csv(worked, project, client_for):
 
     later = (START + timedelta(days=2)).date().isoformat()
     empty = client.get(f"/api/projects/{project.pk}/scorecards/?ended_from={later}").json()
-    assert empty == {"scorecards": [], "pairs": [], "timeline": []}
+    assert empty == {"scorecards": [], "pairs": [], "tasks": [], "timeline": []}
     bad = client.get(f"/api/projects/{project.pk}/scorecards/?ended_from=yesterday")
     assert (bad.status_code, bad.json()["error"]["code"]) == (400, "bad_period")
 

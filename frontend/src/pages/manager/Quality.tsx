@@ -136,6 +136,31 @@ function Agreement({ report }: { report: QualityReport }) {
           </tbody>
         </table>
       )}
+      {report.tasks.some((t) => t.agreement < 1) && (
+        <table className="table" data-testid="disputed-tasks">
+          <caption>Tasks whose annotators disagreed (their episodes come first in the review queue)</caption>
+          <thead>
+            <tr>
+              <th scope="col">Task</th>
+              <th scope="col">Steps compared</th>
+              <th scope="col">Agreed</th>
+              <th scope="col">Agreement</th>
+            </tr>
+          </thead>
+          <tbody>
+            {report.tasks
+              .filter((t) => t.agreement < 1)
+              .map((t) => (
+                <tr key={t.task}>
+                  <td>{t.external_id}</td>
+                  <td>{t.compared_steps}</td>
+                  <td>{t.agreed_steps}</td>
+                  <td>{t.agreement.toFixed(2)}</td>
+                </tr>
+              ))}
+          </tbody>
+        </table>
+      )}
       {gold.days.length > 0 && (
         <LineChart title="Gold accuracy per day (UTC)" labels={gold.days} series={gold.series} testId="gold-chart" />
       )}
