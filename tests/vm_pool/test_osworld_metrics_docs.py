@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 from docx import Document
 from pptx import Presentation
+from pptx.enum.text import MSO_UNDERLINE
 from pptx.util import Inches, Pt
 
 from vm_pool.evaluation.metrics.docs import (
@@ -72,7 +73,9 @@ def test_line_spacing(tmp_path: Path) -> None:
     assert compare_line_spacing(None, gold) == 0.0
 
 
-def _pptx(path: Path, title: str, left: float = 1, bold: bool = False, notes: str = "") -> str:
+def _pptx(
+    path: Path, title: str, left: float = 1, bold: bool = False, notes: str = "", underline=None
+) -> str:
     presentation = Presentation()
     slide = presentation.slides.add_slide(presentation.slide_layouts[6])
     box = slide.shapes.add_textbox(Inches(left), Inches(1), Inches(4), Inches(1))
@@ -80,6 +83,7 @@ def _pptx(path: Path, title: str, left: float = 1, bold: bool = False, notes: st
     run.text = title
     run.font.size = Pt(24)
     run.font.bold = bold
+    run.font.underline = underline
     if notes:
         slide.notes_slide.notes_text_frame.text = notes
     presentation.save(path)
@@ -101,6 +105,18 @@ def test_pptx_text_or_format_differences_score_0(tmp_path: Path) -> None:
     assert compare_pptx_files(noted, gold) == 0.0
     assert compare_pptx_files(noted, gold, examine_note=False) == 1.0
     assert compare_pptx_files(None, gold) == 0.0
+
+
+def test_pptx_words_underline_against_none_passes_as_in_osworld(tmp_path: Path) -> None:
+    # python-pptx's WORDS equals True (its value is 1) but is not True: OSWorld's rule tests
+    # ``is True``, so "words" underline against no underline is no mismatch there, nor here.
+    assert MSO_UNDERLINE.WORDS == True  # noqa: E712  (the trap itself)
+    gold = _pptx(tmp_path / "gold.pptx", "Quarterly results")
+    words = _pptx(tmp_path / "w.pptx", "Quarterly results", underline=MSO_UNDERLINE.WORDS)
+    assert compare_pptx_files(words, gold) == 1.0
+    single = _pptx(tmp_path / "s.pptx", "Quarterly results", underline=True)
+    assert compare_pptx_files(single, gold) == 0.0
+    assert compare_pptx_files(single, gold, examine_font_underline=False) == 1.0
 
 
 def test_pptx_moved_shape_passes_only_without_examine_shape(tmp_path: Path) -> None:

@@ -149,9 +149,9 @@ def test_browser_tabs_open_and_close_over_the_debugging_port_only_the_agent_reac
         "file:///home/user/page1.html",
         "file:///home/user/page2.html",
     }
-    # OSWorld reads the address bar, which has no scheme, and prefixes ``goto_prefix``.
+    # OSWorld reads the address bar, where a file URL shows whole, scheme and all.
     active = active_url_from_accessTree(reading, {"goto_prefix": ""})
-    assert active == {"kind": "value", "value": "/home/user/page2.html"}
+    assert active == {"kind": "value", "value": "file:///home/user/page2.html"}
 
     run_setup(control, [step("chrome_close_tabs", urls_to_close=["file:///home/user/page2.html"])])
     tabs = open_tabs_info(reading, {})["value"]

@@ -17,14 +17,16 @@ Everything on the desktop is read through its agent, inside its sandbox: files o
 ``/tmp``, a command's output, the running browser over its debugging port.
 
 Chrome is Chromium here (profile ``~/.config/chromium``). OSWorld reads the active tab's URL
-from the accessibility tree's address bar, which shows it without its scheme and then prefixes
-``goto_prefix``; here the URL comes from the browser itself over DevTools, and the same
-prefix rule is applied to it.
+from the accessibility tree's address bar (an ``http(s)`` URL shows there without its scheme)
+and prefixes ``goto_prefix`` unless the text has a scheme; here the URL comes from the browser
+itself over DevTools, and the address bar's text and the same prefix rule are applied to it
+(``_address_bar``).
 
 Getters not listed in ``GETTERS`` are not supported here; ``manage.py osworld_coverage``
 names them with the tasks they block.
 """
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,9 +204,21 @@ def list_directory(reading: Reading, config: dict[str, Any]) -> Gathered:
 
 
 def _address_bar(url: str, config: dict[str, Any]) -> str:
-    """The URL as OSWorld reads it: the address bar's text, prefixed with ``goto_prefix``."""
-    shown = url.split("://", 1)[1] if "://" in url else url
-    return f"{config.get('goto_prefix', 'https://')}{shown}"
+    """The URL as OSWorld reads it from the address bar: Chrome shows an ``http(s)`` URL without
+    its scheme and any other (``chrome://``, ``file://``) whole; OSWorld keeps a text with a
+    scheme as it is, and otherwise prefixes ``goto_prefix`` (``https://`` when absent), dropping
+    the text's own ``www.`` when the prefix ends with one."""
+    shown = _HIDDEN_SCHEME.sub("", url.strip())
+    if _SCHEME.match(shown):
+        return shown
+    prefix = config.get("goto_prefix", "https://") or ""
+    if prefix.endswith("www.") and shown.lower().startswith("www."):
+        shown = shown[4:]
+    return f"{prefix}{shown}"
+
+
+_HIDDEN_SCHEME = re.compile(r"^https?://", re.IGNORECASE)
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+\-.]*:")
 
 
 def _tabs(reading: Reading) -> list[dict[str, Any]]:

@@ -299,12 +299,14 @@ def _same_flag(flag1: bool | None, flag2: bool | None) -> bool:
 
 
 def _same_underline(underline1: Any, underline2: Any) -> bool:
-    """OSWorld's rule: two set values must be equal; None equals anything but True."""
+    """OSWorld's rule: two set values must be equal; None equals anything but ``True`` itself
+    (by identity: python-pptx's ``MSO_UNDERLINE.WORDS`` equals ``True`` but is not it, so
+    "words" underline against none passes, as in OSWorld)."""
     if underline1 == underline2:
         return True
     if underline1 is not None and underline2 is not None:
         return False
-    return True not in (underline1, underline2)
+    return not (underline1 is True or underline2 is True)
 
 
 def _same_color(run1: Any, run2: Any) -> bool:
