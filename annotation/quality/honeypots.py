@@ -34,7 +34,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from annotation.models import (
@@ -47,7 +46,6 @@ from annotation.models import (
     Proposal,
     Step,
     Task,
-    TaskEvent,
     TaskStatus,
 )
 from annotation.quality import feedback
@@ -304,12 +302,3 @@ def _why(step: Step, gold: GoldStep, shown: Recorded | None) -> str:
     if step.decision == Decision.ACCEPTED:
         return "a wrong proposal was approved"
     return "the step's action is not one of the right answers"
-
-
-def excluded_from_runs(user: User) -> Q:
-    """Honeypot tasks ``user`` may not run: those they submitted, and those whose gold came
-    from their own episode."""
-    submitted = TaskEvent.objects.filter(kind=TaskEvent.Kind.SUBMITTED, actor=user).values(
-        "task_id"
-    )
-    return Q(task_id__in=submitted) | Q(gold_episode__annotator=user)
