@@ -16,7 +16,7 @@ REQUEST_BYTES = 256 * 1024 * 1024
 
 
 def verdict(raw: bytes) -> dict[str, Any]:
-    from vm_pool.evaluation.scoring import not_scored, score
+    from vm_pool.evaluation.scoring import not_scored, score  # inside the jail, after its limits
 
     try:
         request = json.loads(raw)

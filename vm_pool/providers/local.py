@@ -213,7 +213,7 @@ class LocalControl:
                 "(its desktop was reset or stopped)"
             )
         if self._x11 is None:
-            from vm_pool.x11.controller import X11Controller
+            from vm_pool.x11.controller import X11Controller  # weight: python-xlib
 
             try:
                 self._x11 = X11Controller(

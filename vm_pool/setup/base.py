@@ -108,8 +108,8 @@ def seconds(step: SetupStep, key: str, default: float, limit: float) -> float:
 
 
 def until_drawn(control: DesktopControl) -> None:
-    from vm_pool.screen.capture import frame_of_png
-    from vm_pool.screen.compare import meaningful_change
+    from vm_pool.screen.capture import frame_of_png  # weight: the capture's encoder
+    from vm_pool.screen.compare import meaningful_change  # weight: numpy and the PNG decoder
 
     deadline = time.monotonic() + DRAW_TIMEOUT_S
     last = frame_of_png(control.observe(settle=True).png)
