@@ -7,7 +7,7 @@ a728a36e, b070486d, 93eabf48, 12086550 use ``goto_prefix`` ``https://www.`` or r
 
 import pytest
 
-from vm_pool.evaluation.getters import _address_bar
+from vm_pool.evaluation.getters.browser import _address_bar
 from vm_pool.evaluation.metrics.chrome import is_expected_active_tab
 
 CASES = [

@@ -14,14 +14,9 @@ import pytest
 from PIL import Image
 
 from vm_pool.desktop import DesktopControl
-from vm_pool.evaluation.getters import (
-    Reading,
-    active_url_from_accessTree,
-    open_tabs_info,
-    vm_command_line,
-    vm_file,
-    vm_wallpaper,
-)
+from vm_pool.evaluation.getters import Reading
+from vm_pool.evaluation.getters.browser import active_url_from_accessTree, open_tabs_info
+from vm_pool.evaluation.getters.files import vm_command_line, vm_file, vm_wallpaper
 from vm_pool.setup.runner import SetupFailed, run_setup
 
 pytestmark = pytest.mark.django_db(transaction=True)

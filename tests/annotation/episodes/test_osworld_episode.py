@@ -146,7 +146,8 @@ def test_the_published_chrome_task_restarts_the_browser_and_reads_its_settings(l
     The postconfig's ``pkill chrome`` does not end Chromium, whose processes are named
     ``chromium``: the choice is read as the browser last wrote it."""
     from vm_pool.evaluation.evaluator import evaluate
-    from vm_pool.evaluation.getters import Reading, open_tabs_info
+    from vm_pool.evaluation.getters import Reading
+    from vm_pool.evaluation.getters.browser import open_tabs_info
     from vm_pool.setup.runner import run_setup
 
     published = osworld.TASKS / "bb5e4c0d-f964-439c-97b6-bdb9747de3f4.json"
