@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from annotation.projects.support import NOT_RUNNABLE_GETTERS, cannot_run_reason
+from vm_pool.evaluation.unsupported import UNSUPPORTED_GETTERS, UNSUPPORTED_METRICS
 from vm_pool.setup.runner import NOT_RUNNABLE, RUNNERS
 from vm_pool.task_files.urls import evaluator_getters, task_steps
 
@@ -237,6 +238,10 @@ def _note(kind: str, name: str, registries: Registries) -> str:
         return f"never runs here: {registries.not_runnable[name]}"
     if kind == "getter" and name in NOT_RUNNABLE_GETTERS:
         return f"never runs here: {NOT_RUNNABLE_GETTERS[name]}"
+    if kind == "getter" and name in UNSUPPORTED_GETTERS:
+        return f"left out: {UNSUPPORTED_GETTERS[name]}"
+    if kind == "metric" and name in UNSUPPORTED_METRICS:
+        return f"left out: {UNSUPPORTED_METRICS[name]}"
     return "not implemented yet"
 
 
