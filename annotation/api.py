@@ -280,7 +280,9 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
     ordering_fields = ["priority", "created_at", "updated_at", "id"]
 
     def get_queryset(self) -> QuerySet[Task]:
-        tasks = access.visible_tasks(self.request.user).select_related("assignee")
+        tasks = access.visible_tasks(self.request.user).select_related(
+            "assignee", "evaluator_check__cleared_by"
+        )
         if self.action == "retrieve":
             tasks = tasks.prefetch_related("events__actor", "events__assignee")
         return tasks

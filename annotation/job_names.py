@@ -15,6 +15,7 @@ EVALUATE_EPISODE = "annotation.jobs.evaluate_episode"
 RUN_ROLLOUT = "annotation.jobs.run_rollout"
 DEMONSTRATION_ENDED = "annotation.jobs.demonstration_ended"
 CHECK_REPLAY = "annotation.jobs.check_replay"
+CHECK_EVALUATOR = "annotation.jobs.check_evaluator"
 # On a fixed queue.
 PROPOSE_STEP = "annotation.jobs.propose_step"
 RETURN_LAPSED_LEASES = "annotation.jobs.return_lapsed_leases"

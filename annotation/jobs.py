@@ -3,6 +3,7 @@
 ``return_lapsed_leases`` runs on ``default`` (beat). The live loop's jobs run where their work
 is: ``prepare_episode``, ``execute_step`` and ``evaluate_episode`` on the queue of the host that
 owns the episode's desktop, ``propose_step`` on ``model``. ``build_export`` runs on ``exports``.
+``check_evaluator`` (a task's evaluator self-check) on a desktop host's queue.
 Rollouts (``annotation.rollouts.batches``): ``dispatch_rollouts`` and ``validate_rollout`` on
 ``default``, ``run_rollout`` on the host of its desktop.
 """
@@ -17,7 +18,15 @@ from django.conf import settings
 
 from annotation import job_names
 from annotation.datasets import exports
-from annotation.episodes import demonstrations, leases, proposals, replay, replay_check, thoughts
+from annotation.episodes import (
+    demonstrations,
+    evaluator_self_check,
+    leases,
+    proposals,
+    replay,
+    replay_check,
+    thoughts,
+)
 from annotation.episodes import loop as episodes
 from annotation.episodes import scoring as evaluations
 from annotation.episodes.events import episode_group
@@ -66,6 +75,17 @@ def demonstration_ended(demonstration_id: int, finish: bool) -> None:
 @shared_task(name=job_names.CHECK_REPLAY, acks_late=True)
 def check_replay(episode_id: int) -> None:
     replay_check.check(episode_id)
+
+
+@shared_task(name=job_names.CHECK_EVALUATOR, bind=True, acks_late=True, max_retries=None)
+def check_evaluator(self: Any, check_id: int, sha: str) -> str:
+    """A task's evaluator on its untouched desktop (``annotation.episodes.evaluator_self_check``);
+    sent again while no desktop is ready, up to its number of tries."""
+    tries_left = evaluator_self_check.DESKTOP_TRIES - 1 - self.request.retries
+    try:
+        return evaluator_self_check.run(check_id, sha, tries_left)
+    except evaluator_self_check.NoDesktopYet:
+        raise self.retry(countdown=30) from None
 
 
 @shared_task(name=job_names.CHECK_QUALITY, acks_late=True)

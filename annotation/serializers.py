@@ -7,11 +7,13 @@ from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
 from annotation.models import (
+    EvaluatorCheck,
     Membership,
     Project,
     Task,
     TaskEvent,
 )
+from annotation.projects import access, evaluator_checks
 from annotation.projects.support import files_missing, missing_programs
 from annotation.quality.overlap import BadOverlap, check_overlap, reopen_for_overlap
 from backend.accounts.roles import Capability, Role, role_allows
@@ -205,6 +207,7 @@ class TaskEventSerializer(serializers.ModelSerializer):
 
 FILES_MISSING = "files_missing"  # the context key: task id → its URLs the cache lacks
 TEMPLATES = "templates"  # the context key: project id → its desktop template (or None)
+MANAGED = "managed"  # the context key: the ids of the caller's projects that they manage
 
 
 class TaskListSerializer(serializers.ListSerializer):
@@ -214,7 +217,18 @@ class TaskListSerializer(serializers.ListSerializer):
         tasks = list(data.all() if hasattr(data, "all") else data)
         self.child.context[FILES_MISSING] = files_missing(tasks)
         self.child.context[TEMPLATES] = project_templates({task.project_id for task in tasks})
+        self.child.context[MANAGED] = managed_projects(self.child.context)
         return super().to_representation(tasks)
+
+
+def managed_projects(context: dict[str, Any]) -> set[int]:
+    """The projects the request's caller manages (none without a request)."""
+    request = context.get("request")
+    if request is None:
+        return set()
+    return set(
+        access.projects_where(request.user, Capability.MANAGE_TASKS).values_list("pk", flat=True)
+    )
 
 
 def project_templates(project_ids: Any) -> dict[int, DesktopTemplate | None]:
@@ -234,6 +248,10 @@ class TaskSerializer(serializers.ModelSerializer):
     programs_missing = serializers.SerializerMethodField(
         help_text="The programs this task's setup starts that its project's desktop lacks "
         "(a local desktop runs the host's programs)."
+    )
+    evaluator_check = serializers.SerializerMethodField(
+        help_text="Its evaluator's self-check on an untouched desktop (managers only; null "
+        "before any, and for others)."
     )
 
     class Meta:
@@ -259,6 +277,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "branch_step",
             "files_missing",
             "programs_missing",
+            "evaluator_check",
             "created_at",
             "updated_at",
         ]
@@ -269,6 +288,18 @@ class TaskSerializer(serializers.ModelSerializer):
         if known is None or task.pk not in known:
             known = files_missing([task])
         return known[task.pk]
+
+    def get_evaluator_check(self, task: Task) -> dict[str, Any] | None:
+        managed = self.context.get(MANAGED)
+        if managed is None:
+            managed = self.context[MANAGED] = managed_projects(self.context)
+        if task.project_id not in managed:
+            return None
+        try:
+            check = task.evaluator_check  # selected with the page (TaskViewSet), else one query
+        except EvaluatorCheck.DoesNotExist:
+            check = None
+        return evaluator_checks.as_json(check, task)
 
     def get_programs_missing(self, task: Task) -> list[str]:
         templates = self.context.get(TEMPLATES)

@@ -35,6 +35,7 @@ from annotation.flywheel.model_api import (
     ModelVersionViewSet,
     ProjectModelVersionsView,
 )
+from annotation.projects.checks_api import ClearEvaluatorCheckView, EvaluatorChecksView
 from annotation.quality.api import (
     GoldView,
     HoneypotsView,
@@ -124,6 +125,16 @@ urlpatterns = [
     path("api/episodes/<int:pk>/gold/", GoldView.as_view(), name="episode-gold"),
     path("api/episodes/<int:pk>/honeypot/", HoneypotView.as_view(), name="episode-honeypot"),
     path("api/projects/<int:pk>/honeypots/", HoneypotsView.as_view(), name="project-honeypots"),
+    path(
+        "api/projects/<int:pk>/evaluator-checks/",
+        EvaluatorChecksView.as_view(),
+        name="project-evaluator-checks",
+    ),
+    path(
+        "api/tasks/<int:pk>/evaluator-check/clear/",
+        ClearEvaluatorCheckView.as_view(),
+        name="task-evaluator-check-clear",
+    ),
     path(
         "api/projects/<int:pk>/scorecards/",
         ScorecardsView.as_view(),

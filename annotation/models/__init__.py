@@ -30,7 +30,13 @@ from annotation.models.quality import (
     QualityHold,
 )
 from annotation.models.rollouts import BatchStatus, Rollout, RolloutBatch, RolloutStatus
-from annotation.models.tasks import Task, TaskEvent, TaskStatus
+from annotation.models.tasks import (
+    EvaluatorCheck,
+    EvaluatorCheckStatus,
+    Task,
+    TaskEvent,
+    TaskStatus,
+)
 
 __all__ = [
     "Agreement",
@@ -40,6 +46,8 @@ __all__ = [
     "Decision",
     "Demonstration",
     "Episode",
+    "EvaluatorCheck",
+    "EvaluatorCheckStatus",
     "EpisodeMode",
     "EpisodeOutcome",
     "EvaluationStatus",

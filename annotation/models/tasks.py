@@ -154,3 +154,41 @@ class TaskEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} of task {self.task_id}"
+
+
+class EvaluatorCheckStatus(models.TextChoices):
+    PENDING = "pending"  # queued or running
+    TRUSTED = "trusted"  # scored 0 on the untouched desktop
+    PASSES_WITHOUT_WORK = "passes_without_work"  # scored above 0 with no work done
+    CANNOT_EVALUATE = "cannot_evaluate"  # the evaluator could not score: the reason says why
+    FAILED = "failed"  # the check itself did not run: no desktop, the setup failed
+
+
+class EvaluatorCheck(models.Model):
+    """A task's evaluator run on the untouched desktop, right after its setup
+    (``annotation.projects.evaluator_checks``): one per task, for the content it checked."""
+
+    task = models.OneToOneField(Task, on_delete=models.CASCADE, related_name="evaluator_check")
+    status = models.CharField(
+        max_length=24, choices=EvaluatorCheckStatus.choices, default=EvaluatorCheckStatus.PENDING
+    )
+    score = models.FloatField(null=True, blank=True)
+    reason = models.CharField(max_length=1000, blank=True)
+    details = models.JSONField(default=dict, blank=True)  # the score's per-metric record
+    content_sha = models.CharField(max_length=64)  # sha256 of the setup and evaluator checked
+    requested_at = models.DateTimeField(default=timezone.now)
+    # who asked (the importer, or a manager): the desktop it runs on is leased in their name
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    checked_at = models.DateTimeField(null=True, blank=True)
+    cleared_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    cleared_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status"], name="evaluator_check_status")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}: {self.status}"

@@ -25,7 +25,9 @@ imported with the reason in ``cannot_run`` and is never claimed (``annotation.pr
 the report lists those tasks. It also lists, before anyone works them, the tasks that start
 programs the project's desktop lacks (with a desktop template that would run the file's OSWorld
 tasks, when the project's is a local one) and those whose evaluator cannot score here (a getter
-or a metric not supported: the coverage command's verdict, per task).
+or a metric not supported: the coverage command's verdict, per task). Each task's evaluator is
+then checked on an untouched desktop in the background (``annotation.projects.evaluator_checks``):
+the report counts the checks by status, and the board shows each task's.
 
 Re-importing a task id never duplicates it: identical content is reported ``unchanged``;
 changed content updates a task that nobody has started yet; changing a started task is an
@@ -44,6 +46,7 @@ from typing import Any
 from django.db import transaction
 
 from annotation.models import Project, Task, TaskEvent, TaskStatus
+from annotation.projects import evaluator_checks
 from annotation.projects.rows import (
     MAX_DEPTH,
     RowError,
@@ -82,6 +85,9 @@ class ImportReport:
     not_scored: list[tuple[str, str]] = field(default_factory=list)
     # A desktop template that would run the file's OSWorld tasks, when the project's does not
     suggested_template: str | None = None
+    # The file's tasks' evaluator self-checks by status as the import left them: those to run are
+    # queued (``annotation.projects.evaluator_checks``)
+    evaluator_checks: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -99,6 +105,7 @@ class ImportReport:
             "not_on_desktop_tasks": [{"id": i, "programs": p} for i, p in self.not_on_desktop],
             "not_scored_tasks": [{"id": i, "reason": reason} for i, reason in self.not_scored],
             "suggested_template": self.suggested_template,
+            "evaluator_checks": self.evaluator_checks,
         }
 
 
@@ -326,6 +333,11 @@ def import_tasks(project: Project, data: bytes, filename: str, actor: User) -> I
         )
         report.created = [t.external_id for t in created]
         report.updated = [t.external_id for t in to_update]
+        unchanged = [existing[external_id] for external_id in report.unchanged]
+        checks = evaluator_checks.request(
+            project, [*created, *to_update, *unchanged], actor, only_stale=True
+        )
+        report.evaluator_checks = dict(checks)
         report.cannot_run = [
             (fields["external_id"], fields["cannot_run"])
             for _, fields in valid

@@ -8,7 +8,9 @@ the rollout (``Rollout.validation``) with the whole:
   reported; the part passes when all do.
 - **evaluator** (when the task has one): the score the task's OSWorld evaluator gave the
   episode must reach ``min_task_success`` (default 1). An evaluator that could not run is a
-  verdict not known, never a pass; one still running is waited for.
+  verdict not known, never a pass; one still running is waited for. So is one that scores above
+  0 with no work done (its self-check, ``annotation.projects.evaluator_checks``), until a manager
+  clears it.
 - **judge** (when the project names one: ``judge.base_url`` and ``judge.model``): a VLM over an
   OpenAI-compatible endpoint scores the trajectory (``model_serving.judge``, its prompt
   versioned); it passes at ``judge.threshold`` (default 0.5). A judge that does not answer is a
@@ -35,6 +37,7 @@ from typing import Any
 from django.utils import timezone
 
 from annotation.models import Episode, EvaluationStatus, Review, Rollout, RolloutStatus, Step
+from annotation.projects import evaluator_checks
 from annotation.rollouts import rules as rollout_rules
 from annotation.rollouts.batches import counted
 from backend.errors import DomainError
@@ -181,6 +184,9 @@ def _evaluator(episode: Episode, options: dict[str, Any]) -> Part:
     if episode.evaluation_status == EvaluationStatus.PENDING:
         raise EvaluationPending(f"episode {episode.pk} is still being scored")
     needed = float(options.get("min_task_success", DEFAULT_MIN_TASK_SUCCESS))
+    untrusted = evaluator_checks.blocks_validation(episode.task)
+    if untrusted:
+        return Part("evaluator", None, untrusted, {})
     if episode.evaluation_status != EvaluationStatus.SCORED or episode.task_success is None:
         error = (episode.evaluation or {}).get("error", "the episode was not scored")
         return Part("evaluator", None, f"the task's evaluator gave no score: {error}", {})

@@ -180,6 +180,6 @@ def _gathered(reading: Reading, config: dict[str, Any]) -> Gathered:
         # OSWorld scores a metric whose file cannot be had as 0 (its "file not found").
         return failed(f"getter: {type(error).__name__}: {error}")
     except Exception as error:  # anything else is no verdict on the episode: not scored
-        raise NotScored(
-            None, f"getter {config['type']}: {type(error).__name__}: {error}"
-        ) from error
+        label = _label(config)
+        named = f"getter {config['type']}" + (f" ({label})" if label else "")
+        raise NotScored(None, f"{named}: {type(error).__name__}: {error}") from error
