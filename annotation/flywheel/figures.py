@@ -45,12 +45,14 @@ from annotation.models import (
     EpisodeMode,
     EpisodeOutcome,
     EvaluationStatus,
+    EvaluatorCheck,
     Project,
     Proposal,
     Step,
     Task,
     TaskStatus,
 )
+from annotation.projects import evaluator_checks
 from annotation.projects.support import files_missing
 from backend.errors import DomainError
 
@@ -104,6 +106,13 @@ def window(bucket: str, since: datetime | None, until: datetime | None) -> Windo
 # --- progress board ------------------------------------------------------------------------
 
 
+def _check_of(task: Task) -> EvaluatorCheck | None:
+    try:
+        return task.evaluator_check
+    except EvaluatorCheck.DoesNotExist:
+        return None
+
+
 def progress_board(project: Project, limit: int = 50) -> dict[str, Any]:
     latest_episode = Episode.objects.filter(
         task=OuterRef("pk"), mode=EpisodeMode.INTERACTIVE
@@ -113,7 +122,7 @@ def progress_board(project: Project, limit: int = 50) -> dict[str, Any]:
     for status in TaskStatus:
         tasks: QuerySet[Task] = (
             project.tasks.filter(status=status)
-            .select_related("assignee")
+            .select_related("assignee", "evaluator_check__cleared_by")
             .annotate(
                 latest_episode=Subquery(latest_episode.values("pk")[:1]),
                 latest_evaluation_status=Subquery(latest_episode.values("evaluation_status")[:1]),
@@ -141,6 +150,7 @@ def progress_board(project: Project, limit: int = 50) -> dict[str, Any]:
                     "task_success": task.latest_task_success,  # type: ignore[attr-defined]
                     "cannot_run": task.cannot_run,
                     "files_missing": missing[task.pk],
+                    "evaluator_check": evaluator_checks.as_json(_check_of(task), task),
                 }
                 for task in tasks
             ],

@@ -1,8 +1,9 @@
 """The evaluator self-check API, for managers (``annotation.projects.evaluator_checks``):
 
-- ``GET /api/projects/{id}/evaluator-checks/?status=&task=`` → 200 ``{counts, checks: [{task,
-  external_id, status, flagged, score, reason, stale, requested_at, checked_at, cleared_by,
-  cleared_at}]}``: every task's check (``task`` may repeat: the import report asks for its own).
+- ``GET /api/projects/{id}/evaluator-checks/?status=&task=&requested_from=`` → 200 ``{counts,
+  checks: [{task, external_id, status, flagged, score, reason, stale, requested_at, checked_at,
+  cleared_by, cleared_at}]}``: every task's check (``task`` may repeat; ``requested_from``, an ISO
+  time: those requested since, as the import report follows the checks its import requested).
 - ``POST /api/projects/{id}/evaluator-checks/`` ``{task_ids?: [...]}`` → 202 ``{counts}``: check
   these tasks again (every task with an evaluator when left out).
 - ``POST /api/tasks/{id}/evaluator-check/clear/`` → 200, the task's check: a manager trusts an
@@ -13,6 +14,7 @@ from typing import Any
 
 from django.db.models import Count
 from django.shortcuts import get_object_or_404
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -65,6 +67,12 @@ class EvaluatorChecksView(APIView):
             if not all(t.isdecimal() for t in tasks):
                 raise DomainError("task is a task id.")
             checks = checks.filter(task_id__in=[int(t) for t in tasks[:LISTED_TASKS]])
+        since = request.query_params.get("requested_from")
+        if since:
+            moment = parse_datetime(since)
+            if moment is None:
+                raise DomainError("requested_from is an ISO date and time.")
+            checks = checks.filter(requested_at__gte=moment)
         rows = checks.select_related("task", "cleared_by").order_by("task_id")[:LISTED_TASKS]
         return Response({"counts": counts, "checks": [_row(check) for check in rows]})
 

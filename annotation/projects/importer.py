@@ -41,9 +41,11 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from annotation.models import Project, Task, TaskEvent, TaskStatus
 from annotation.projects import evaluator_checks
@@ -88,6 +90,8 @@ class ImportReport:
     # The file's tasks' evaluator self-checks by status as the import left them: those to run are
     # queued (``annotation.projects.evaluator_checks``)
     evaluator_checks: dict[str, int] = field(default_factory=dict)
+    # when they were requested: the checks API lists them with ``?requested_from=``
+    evaluator_checks_from: datetime | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -106,6 +110,7 @@ class ImportReport:
             "not_scored_tasks": [{"id": i, "reason": reason} for i, reason in self.not_scored],
             "suggested_template": self.suggested_template,
             "evaluator_checks": self.evaluator_checks,
+            "evaluator_checks_from": self.evaluator_checks_from,
         }
 
 
@@ -334,6 +339,7 @@ def import_tasks(project: Project, data: bytes, filename: str, actor: User) -> I
         report.created = [t.external_id for t in created]
         report.updated = [t.external_id for t in to_update]
         unchanged = [existing[external_id] for external_id in report.unchanged]
+        report.evaluator_checks_from = timezone.now()
         checks = evaluator_checks.request(
             project, [*created, *to_update, *unchanged], actor, only_stale=True
         )

@@ -12,6 +12,35 @@ export interface TaskSupport {
   files_missing: string[];
   /** The programs the task starts that its project's desktop lacks. */
   programs_missing?: string[];
+  /** Its evaluator's self-check on an untouched desktop (managers and overseers only). */
+  evaluator_check?: EvaluatorCheck | null;
+}
+
+export type EvaluatorCheckStatus = "pending" | "trusted" | "passes_without_work" | "cannot_evaluate" | "failed";
+
+/** A task's evaluator run right after its setup, with no work done (annotation.projects.evaluator_checks). */
+export interface EvaluatorCheck {
+  status: EvaluatorCheckStatus;
+  /** Passes without work or cannot evaluate, and not cleared by a manager. */
+  flagged: boolean;
+  score: number | null;
+  reason: string;
+  /** The task's setup or evaluator changed since: it is checked again at the next import or request. */
+  stale: boolean;
+  requested_at: string;
+  checked_at: string | null;
+  cleared_by: string | null;
+  cleared_at: string | null;
+}
+
+export interface EvaluatorCheckRow extends EvaluatorCheck {
+  task: number;
+  external_id: string;
+}
+
+export interface EvaluatorChecks {
+  counts: Partial<Record<EvaluatorCheckStatus, number>>;
+  checks: EvaluatorCheckRow[];
 }
 
 export interface Task extends TaskSupport {
@@ -235,4 +264,8 @@ export interface ImportReport {
   not_on_desktop_tasks?: { id: string; programs: string[] }[];
   not_scored_tasks?: { id: string; reason: string }[];
   suggested_template?: string | null;
+  /** The file's tasks' evaluator self-checks by status as the import left them. */
+  evaluator_checks?: Partial<Record<EvaluatorCheckStatus, number>>;
+  /** When the import requested them (the checks API's `requested_from`). */
+  evaluator_checks_from?: string | null;
 }

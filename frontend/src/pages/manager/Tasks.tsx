@@ -1,12 +1,14 @@
 /**
  * A project's tasks: import a task file (every bad row is listed when the server refuses it),
- * and select tasks to assign to one of the project's annotators or to send back to the pool.
+ * and select tasks to assign to one of the project's annotators or to send back to the pool, or
+ * to check their evaluators again; an evaluator that passes without work is trusted here.
  */
 import { useRef, useState } from "react";
 import { api, ApiError, type Page } from "../../api";
 import { Button, ErrorBanner, Loading, Pager, toggled, useApi, useSubmit } from "../../ui";
 import { STATUS_LABEL, counted, when } from "../../ui/format";
 import { TaskSupportBadges } from "./TaskSupportBadges";
+import { CheckEvaluators, ImportChecks, TrustEvaluator } from "./EvaluatorChecks";
 import type { ImportReport, MembershipRow, Task } from "../../domain/api";
 
 /** What assigning did: the runnable tasks moved; those that cannot run here stayed, named. */
@@ -154,6 +156,7 @@ function ImportForm({ projectId, onImported }: { projectId: string; onImported: 
         </div>
       ) : null}
       {report ? <ImportAdvice projectId={projectId} report={report} /> : null}
+      {report?.evaluator_checks_from ? <ImportChecks projectId={projectId} from={report.evaluator_checks_from} /> : null}
       {error && !rowErrors ? <ErrorBanner error={error} onDismiss={dismiss} /> : null}
       {rowErrors ? (
         <div role="alert" className="error-banner" data-testid="import-errors">
@@ -284,6 +287,14 @@ export function TaskManager({ projectId }: { projectId: string }) {
           <Button disabled={selected.size === 0} disabledReason="Select tasks in the table first." onClick={() => run("unassign")}>
             Unassign selected
           </Button>
+          <CheckEvaluators
+            projectId={projectId}
+            taskIds={[...selected]}
+            onQueued={(text) => {
+              setMessage(text);
+              tasks.reload();
+            }}
+          />
         </div>
         {message ? (
           <p className="ok-banner" role="status" data-testid="assign-result">
@@ -336,6 +347,9 @@ export function TaskManager({ projectId }: { projectId: string }) {
                   <td>
                     {t.instruction}
                     <TaskSupportBadges task={t} />
+                    {t.evaluator_check?.status === "passes_without_work" && t.evaluator_check.flagged ? (
+                      <TrustEvaluator taskId={t.id} onDone={tasks.reload} />
+                    ) : null}
                   </td>
                   <td>{STATUS_LABEL[t.status]}</td>
                   <td>{t.assignee ?? "—"}</td>

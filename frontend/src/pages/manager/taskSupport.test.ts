@@ -32,4 +32,26 @@ describe("supportBadges", () => {
     expect(badge.title).toContain("/api/task-files/");
     expect(badge.title).not.toContain("under Task files");
   });
+
+  it("flags an evaluator that passes without work until a manager trusts it", () => {
+    const check = {
+      status: "passes_without_work" as const,
+      flagged: true,
+      score: 1,
+      reason: "scores 1 on the untouched desktop: every metric ran",
+      stale: false,
+      requested_at: "2026-11-26T10:00:00Z",
+      checked_at: "2026-11-26T10:01:00Z",
+      cleared_by: null,
+      cleared_at: null,
+    };
+    const [badge] = supportBadges({ cannot_run: "", files_missing: [], evaluator_check: check });
+    expect(badge.kind).toBe("passes-without-work");
+    expect(badge.title).toContain("scores 1 on the untouched desktop");
+    const cleared = { ...check, flagged: false, cleared_by: "maria", cleared_at: "2026-11-26T11:00:00Z" };
+    expect(supportBadges({ cannot_run: "", files_missing: [], evaluator_check: cleared })).toEqual([]);
+    const unsupported = { ...check, status: "cannot_evaluate" as const, reason: "metric compare_audios is not supported here" };
+    const [why] = supportBadges({ cannot_run: "", files_missing: [], evaluator_check: unsupported });
+    expect([why.kind, why.title]).toEqual(["cannot-evaluate", "metric compare_audios is not supported here"]);
+  });
 });

@@ -2,7 +2,7 @@
 import type { TaskSupport } from "../../domain/api";
 
 export interface SupportBadge {
-  kind: "cannot-run" | "files-missing" | "programs-missing";
+  kind: "cannot-run" | "files-missing" | "programs-missing" | "passes-without-work" | "cannot-evaluate" | "check-failed";
   label: string;
   /** The whole story, for the tooltip: the reason, or every missing URL on its own line. */
   title: string;
@@ -32,6 +32,20 @@ export function supportBadges(task: TaskSupport): SupportBadge[] {
         `The task starts ${programs.join(", ")}, which the project's desktop does not have: choose the desktop ` +
         "its tasks need under Members and desktop (OSWorld tasks: the OSWorld desktop).",
     });
+  }
+  const check = task.evaluator_check;
+  if (check?.status === "passes_without_work" && !check.cleared_at) {
+    badges.push({
+      kind: "passes-without-work",
+      label: "passes without work",
+      title:
+        `Its evaluator ${check.reason} (checked right after the setup, nothing done). Its rollouts count in no ` +
+        "dataset until a manager trusts the evaluator.",
+    });
+  } else if (check?.status === "cannot_evaluate") {
+    badges.push({ kind: "cannot-evaluate", label: "cannot evaluate", title: check.reason });
+  } else if (check?.status === "failed") {
+    badges.push({ kind: "check-failed", label: "evaluator check failed", title: check.reason });
   }
   return badges;
 }
