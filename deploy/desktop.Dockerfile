@@ -23,7 +23,9 @@ ENV DEBIAN_FRONTEND=noninteractive \
 # wmctrl); fonts.
 # pyautogui comes without its dependencies from PyPI: Debian's python-xlib and Pillow serve it
 # (PyPI's python-xlib would shadow Debian's, which the agent's window list uses).
-# dbus-x11 gives the GTK programs the session bus they ask for.
+# dbus-x11 gives the GTK programs the session bus they ask for; the agent starts one session bus
+# with the AT-SPI accessibility bus (at-spi2-core) on it, and reads the programs' accessibility
+# trees with the system's python3-pyatspi.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         xvfb openbox x11vnc x11-utils x11-xserver-utils xdotool wmctrl xclip \
@@ -33,6 +35,7 @@ RUN apt-get update \
         gimp thunderbird vlc \
         python3 python-is-python3 python3-venv python3-pip python3-xlib python3-tk python3-pil \
         xdg-utils shared-mime-info desktop-file-utils file socat curl ca-certificates dbus-x11 \
+        dbus-daemon dbus-bin at-spi2-core python3-pyatspi \
         fonts-dejavu-core fonts-liberation fonts-noto-color-emoji \
     && rm -rf /var/lib/apt/lists/* \
     && ln -s /usr/bin/chromium /usr/local/bin/google-chrome \
@@ -60,7 +63,8 @@ COPY --chown=1000:1000 vm_pool/home_template/ /home/user/
 # Chromium's own sandbox needs user namespaces that the engine's seccomp profile refuses; the
 # container is the sandbox.
 # --test-type: no "unsupported command-line flag" bar over every page the model sees.
-RUN echo 'export CHROMIUM_FLAGS="$CHROMIUM_FLAGS --no-sandbox --test-type"' > /etc/chromium.d/tandem-sandbox
+# --force-renderer-accessibility: the pages' accessibility trees, which evaluators read.
+RUN echo 'export CHROMIUM_FLAGS="$CHROMIUM_FLAGS --no-sandbox --test-type --force-renderer-accessibility"' > /etc/chromium.d/tandem-sandbox
 
 # LibreOffice starts as a task expects it: no tip of the day, no first-start notices, and saves
 # a document in its own format without asking.

@@ -28,6 +28,8 @@ APT_PACKAGES=(
   # each desktop's sandbox (bubblewrap), the agent's window list inside it (the system's python3
   # with python-xlib), and user-mode networking for desktops allowed on the internet
   bubblewrap python3-xlib slirp4netns nftables
+  # each desktop's session bus and accessibility bus, and the agent's reader of its AT-SPI tree
+  dbus-daemon dbus-bin at-spi2-core python3-pyatspi
   # X tools the tests drive
   xclip xdotool
   # OSWorld task setups and evaluators: window activation (EWMH), port forwarding to the browser

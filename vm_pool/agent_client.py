@@ -33,9 +33,11 @@ from typing import Any
 from urllib.parse import quote
 
 from vm_pool.actions import ACTION_TIMEOUT_S, Action, ScreenSize
+from vm_pool.agent.accessibility import MAX_TREE_BYTES, TREE_TIMEOUT_S
 from vm_pool.agent.files import MAX_READ_BYTES
 from vm_pool.agent.server import RUN_OUTPUT_CHARS, RUN_STDOUT_CHARS
 from vm_pool.desktop import (
+    AccessibilityTree,
     CommandResult,
     DesktopError,
     Health,
@@ -64,6 +66,9 @@ RUN_REPLY_BYTES = 12 * (RUN_STDOUT_CHARS + 2 * RUN_OUTPUT_CHARS) + SMALL_REPLY_B
 FILE_REPLY_BYTES = MAX_READ_BYTES
 # A tab list, or the value of JavaScript run in a tab: one DevTools message at most.
 DEVTOOLS_REPLY_BYTES = MAX_MESSAGE_BYTES + SMALL_REPLY_BYTES
+# The accessibility tree's XML (the agent's cap, in UTF-8 bytes), which JSON writes in at most
+# 3 bytes for each of them (a two-byte character's \\uXXXX escape).
+ACCESSIBILITY_REPLY_BYTES = 3 * MAX_TREE_BYTES + SMALL_REPLY_BYTES
 READ_CHUNK_BYTES = 64 * 1024
 EXCERPT_CHARS = 300  # of the agent's own text in an error message
 
@@ -286,6 +291,15 @@ class AgentClient:
 
     def devtools(self, request: dict[str, Any]) -> dict[str, Any]:
         return self._json("POST", "/devtools", DEVTOOLS_TIMEOUT_S, request, DEVTOOLS_REPLY_BYTES)
+
+    def accessibility_tree(self) -> AccessibilityTree:
+        reply = self._json(
+            "GET", "/accessibility", TREE_TIMEOUT_S + MARGIN_S, cap=ACCESSIBILITY_REPLY_BYTES
+        )
+        with _reply_fields("/accessibility"):
+            if "refused" in reply:
+                return AccessibilityTree(None, _text(reply["refused"]))
+            return AccessibilityTree(_text(reply["xml"]))
 
     def close(self) -> None:
         pass

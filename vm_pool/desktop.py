@@ -68,6 +68,15 @@ class CommandResult:
 
 
 @dataclass(frozen=True)
+class AccessibilityTree:
+    """The desktop's AT-SPI tree as OSWorld's XML (``vm_pool.agent.accessibility``), or why it
+    was refused: a bound it crossed, or a read past its time."""
+
+    xml: str | None
+    refused: str = ""
+
+
+@dataclass(frozen=True)
 class Observation:
     png: bytes
     screen: ScreenSize
@@ -163,6 +172,10 @@ class DesktopControl(Protocol):
 
     def devtools(self, request: dict[str, Any]) -> dict[str, Any]:
         """A request to the desktop browser's debugging port (``vm_pool.devtools``)."""
+        ...
+
+    def accessibility_tree(self) -> AccessibilityTree:
+        """The accessibility tree of the desktop's programs, as OSWorld's XML."""
         ...
 
     def close(self) -> None: ...

@@ -5,10 +5,12 @@ so that no secret is ever in a file, on a command line or in an environment; ``-
 keep the working directory (HOME) and HOME's site-packages off the import path, so nothing a
 desktop program writes can stand in for a module (``vm_pool`` is on a read-only PYTHONPATH).
 The local provider starts it inside the desktop's sandbox (``vm_pool.sandbox.bubblewrap``) as the
-desktop's own user; a container or cloud machine runs it as its main process. It starts Xvfb,
-the window manager, a view-only x11vnc and the template's autostart programs as its own
-children, so that the whole desktop ends with it. It then serves a small HTTP API, on a unix
-socket (local desktops) or a TCP port (containers, machines), for whoever owns the desktop:
+desktop's own user; a container or cloud machine runs it as its main process. It starts a
+session D-Bus with the AT-SPI accessibility bus on it (where the desktop's programs show their
+accessibility trees), Xvfb, the window manager, a view-only x11vnc and the template's autostart
+programs as its own children, so that the whole desktop ends with it. It then serves a small
+HTTP API, on a unix socket (local desktops) or a TCP port (containers, machines), for whoever
+owns the desktop:
 
 - ``GET /health``: Xvfb, window manager and VNC server are alive and VNC greets a connection
 - ``POST /launch``: start a program in the desktop, ``{"argv": [...], "window_timeout": s}`` →
@@ -27,6 +29,8 @@ socket (local desktops) or a TCP port (containers, machines), for whoever owns t
   the value of JavaScript run in that tab (``vm_pool.devtools``)
 - ``POST /execute``: execute an action of the action space, ``{"action": {...}}``
 - ``GET /observe``: a PNG screenshot (``?settle=1`` waits until the screen settles)
+- ``GET /accessibility``: the desktop's AT-SPI tree as OSWorld's XML, ``{"xml"}``, or
+  ``{"refused": why}`` for a tree past its bounds (``vm_pool.agent.accessibility``)
 
 Every request must carry the desktop's agent key in ``X-Tandem-Agent-Key`` (the agent refuses
 to start with one shorter than ``MIN_KEY_CHARS``). Programs get an environment built from
@@ -55,6 +59,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from vm_pool.agent import accessibility
 from vm_pool.agent.files import SCRATCH, PathRefused, read_inside, write_inside
 from vm_pool.agent.windows import wait_for_window_manager
 from vm_pool.desktop import ClipboardInput, input_from_json
@@ -108,6 +113,7 @@ def host_port(address: str) -> tuple[str, int]:
 
 def clean_environment(config: AgentConfig) -> dict[str, str]:
     """The environment of the desktop's programs, made from nothing."""
+    runtime = f"{SCRATCH}/runtime-{config.user}"
     return {
         "PATH": SEARCH_PATH,
         "HOME": config.home,
@@ -117,9 +123,16 @@ def clean_environment(config: AgentConfig) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "DISPLAY": f":{config.display}",
         "TMPDIR": SCRATCH,
-        "XDG_RUNTIME_DIR": f"{SCRATCH}/runtime-{config.user}",
-        "GSETTINGS_BACKEND": "memory",  # no D-Bus session: keep GTK settings in memory
-        "NO_AT_BRIDGE": "1",
+        "XDG_RUNTIME_DIR": runtime,
+        "GSETTINGS_BACKEND": "memory",  # no dconf: keep GTK settings in memory
+        "DBUS_SESSION_BUS_ADDRESS": f"unix:path={runtime}/bus",
+        # Programs show their accessibility trees (read by ``vm_pool.agent.accessibility``):
+        # GTK 2's bridge is a module (GTK 3 has it built in and skips these names), Mozilla's
+        # programs, Chromium and Qt turn theirs on when told.
+        "GTK_MODULES": "gail:atk-bridge",
+        "GNOME_ACCESSIBILITY": "1",
+        "ACCESSIBILITY_ENABLED": "1",
+        "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1",
     }
 
 
@@ -155,6 +168,7 @@ class Desktop:
         c = self.config
         Path(self.env["XDG_RUNTIME_DIR"]).mkdir(mode=0o700, parents=True, exist_ok=True)
         Path(c.work_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.spawn("dbus", accessibility.session_bus_command(self.env["DBUS_SESSION_BUS_ADDRESS"]))
         self.spawn(
             "xvfb",
             [
@@ -172,6 +186,7 @@ class Desktop:
             ],
         )
         self._wait_for_x()
+        self._start_accessibility_bus()
         self.spawn("wm", c.window_manager)
         wait_for_window_manager(f":{c.display}", WM_READY_TIMEOUT)
         # View-only and without a password: who may watch is decided by who can reach the
@@ -213,6 +228,21 @@ class Desktop:
             f"Xvfb :{self.config.display} did not answer in {X_READY_TIMEOUT}s ({seen}); "
             f"its log: {self._log('xvfb')}"
         )
+
+    def _start_accessibility_bus(self) -> None:
+        """Start the AT-SPI bus on the session bus, with assistive technology on (the call
+        starts ``at-spi-bus-launcher`` by D-Bus activation and returns once it is done)."""
+        deadline = time.monotonic() + accessibility.BUS_READY_TIMEOUT_S
+        while True:
+            done = self.run(accessibility.ENABLE_COMMAND, accessibility.BUS_READY_TIMEOUT_S)
+            if done["returncode"] == 0:
+                return
+            if time.monotonic() > deadline or self.children["dbus"].poll() is not None:
+                raise RuntimeError(
+                    f"the accessibility bus did not start: {done['output'][-400:].strip()}; "
+                    f"the session bus's log: {self._log('dbus')}"
+                )
+            time.sleep(0.05)  # the session bus is not listening yet
 
     def _log(self, name: str) -> str:
         """The end of a child's log, for an error that says why it did not start."""
@@ -424,6 +454,13 @@ def make_handler(desktop: Desktop) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(observation.png)
             elif url.path == "/files":
                 self._send_file(parse_qs(url.query).get("path", [""])[0])
+            elif url.path == "/accessibility":
+                try:
+                    self._json(HTTPStatus.OK, accessibility.read_tree(desktop.env))
+                except (RuntimeError, OSError) as error:
+                    self._json(
+                        HTTPStatus.BAD_REQUEST, {"error": f"{type(error).__name__}: {error}"}
+                    )
             else:
                 self._json(HTTPStatus.NOT_FOUND, {"error": f"no such endpoint {url.path}"})
 

@@ -28,6 +28,7 @@ from Xlib.error import ConnectionClosedError, DisplayError, XError
 from vm_pool.actions import Action, ActionType
 from vm_pool.agent_client import AgentClient
 from vm_pool.desktop import (
+    AccessibilityTree,
     ClipboardInput,
     CommandResult,
     DesktopError,
@@ -187,6 +188,9 @@ class LocalControl:
 
     def devtools(self, request: dict[str, Any]) -> dict[str, Any]:
         return self.agent.devtools(request)
+
+    def accessibility_tree(self) -> AccessibilityTree:
+        return self.agent.accessibility_tree()
 
     def close(self) -> None:
         """Close the X connection and refuse X calls from now on. Never raises for a connection

@@ -17,14 +17,19 @@ Everything on the desktop is read through its agent, inside its sandbox: files o
 ``/tmp``, a command's output, the running browser over its debugging port.
 
 The getters live by what they read: ``files`` (files, commands, sizes), ``browser`` (Chromium),
-``apps`` (other applications' settings and state); ``base`` holds what they share. Getters not
-listed in ``GETTERS`` are not supported here; ``manage.py osworld_coverage`` names them with the
-tasks they block.
+``apps`` (other applications' settings and state), ``accessibility`` (the AT-SPI tree); ``base``
+holds what they share. Getters not listed in ``GETTERS`` are not supported here;
+``manage.py osworld_coverage`` names them with the tasks they block.
 """
 
-from vm_pool.evaluation.getters import apps, browser, files
+from vm_pool.evaluation.getters import accessibility, apps, browser, files
 from vm_pool.evaluation.getters.base import Gathered, Getter, GetterError, Reading, failed
 
 __all__ = ["GETTERS", "Gathered", "Getter", "GetterError", "Reading", "failed"]
 
-GETTERS: dict[str, Getter] = {**files.GETTERS, **browser.GETTERS, **apps.GETTERS}
+GETTERS: dict[str, Getter] = {
+    **files.GETTERS,
+    **browser.GETTERS,
+    **apps.GETTERS,
+    **accessibility.GETTERS,
+}

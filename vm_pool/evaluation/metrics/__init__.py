@@ -25,6 +25,7 @@ from vm_pool.evaluation.metrics.errors import MetricError
 __all__ = ["METRICS", "MetricError"]
 
 _MODULES: dict[str, str] = {
+    "check_accessibility_tree": "accessibility",
     "compare_archive": "archive",
     "is_expected_active_tab": "chrome",
     "is_expected_active_tab_approximate": "chrome",

@@ -18,9 +18,9 @@ The readers live by what they read: ``browser`` (the browser's profile files), `
 (spreadsheets, listings); ``base`` holds the error and the bounds they share.
 """
 
-from vm_pool.evaluation.readers import browser, files
+from vm_pool.evaluation.readers import accessibility, browser, files
 from vm_pool.evaluation.readers.base import Reader, Unreadable
 
 __all__ = ["READERS", "Reader", "Unreadable"]
 
-READERS: dict[str, Reader] = {**browser.READERS, **files.READERS}
+READERS: dict[str, Reader] = {**browser.READERS, **files.READERS, **accessibility.READERS}
