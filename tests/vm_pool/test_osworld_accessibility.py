@@ -4,8 +4,11 @@ On a real sandboxed desktop a GTK program's tree comes back through the agent as
 and ``check_accessibility_tree`` scores it in the jail: 1 for an element that is there, 0 for
 one that is not. Without a desktop: the tree's bounds (a tree past one is refused with the
 bound's name, and the evaluation is not scored), the XML kept well-formed whatever the
-programs' names hold, and the metric's rules as OSWorld's tasks write them.
+programs' names hold, and the metric's rules as OSWorld's tasks write them. And the text the
+active terminal (xterm) shows, OSWorld's ``vm_terminal_output``, or None when none is active.
 """
+
+from pathlib import Path
 
 import pytest
 from lxml import etree
@@ -14,6 +17,7 @@ from vm_pool.agent import accessibility
 from vm_pool.agent.accessibility import Element, TreeTooLarge, tree_xml
 from vm_pool.evaluation import scoring
 from vm_pool.evaluation.evaluator import NotScored, evaluate
+from vm_pool.evaluation.getters import GETTERS, Reading
 from vm_pool.evaluation.metrics import METRICS, MetricError
 
 check_accessibility_tree = METRICS["check_accessibility_tree"]
@@ -181,3 +185,25 @@ def test_a_gtk_windows_tree_is_read_from_the_desktop_and_scored(sandboxed_contro
     assert present_in_tree(control, {"selectors": [menu.replace("File", "Nowhere")]}) == 0.0
     with pytest.raises(NotScored):
         present_in_tree(control, {"xpath": "count(//menu)"})
+
+
+def terminal_shows(control, text: str) -> float:
+    evaluator = {
+        "func": "check_include_exclude",
+        "result": {"type": "vm_terminal_output"},
+        "expected": {"type": "rule", "rules": {"include": [text], "exclude": []}},
+    }
+    return evaluate(control, evaluator, gave_up=False, fetch_url=never_fetched).value
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_active_terminals_screen_text_is_read_and_none_without_one(sandboxed_control):
+    control = sandboxed_control
+    gathered = GETTERS["vm_terminal_output"](
+        Reading(control, Path("/nonexistent"), never_fetched), {}
+    )
+    assert gathered == {"kind": "value", "value": None}  # no window is active yet
+    shell = "expr 6 \\* 9; exec sh"
+    assert control.launch(["xterm", "-e", "sh", "-c", shell], window_timeout=30).window
+    assert terminal_shows(control, "54") == 1.0
+    assert terminal_shows(control, "55") == 0.0

@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from vm_pool.agent import accessibility
+from vm_pool.agent import accessibility, terminal
 from vm_pool.agent.files import SCRATCH, PathRefused, read_inside, write_inside
 from vm_pool.agent.windows import wait_for_window_manager
 from vm_pool.desktop import ClipboardInput, input_from_json
@@ -75,6 +75,7 @@ MIN_KEY_CHARS = 32  # the platform's keys are 16 random bytes in hex
 # The tails of a command's output ``/run`` sends back, in characters (stderr, the two joined).
 RUN_STDOUT_CHARS = 1_000_000
 RUN_OUTPUT_CHARS = 20_000
+XTERM_RESOURCES = "xterm-resources"
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,8 @@ def clean_environment(config: AgentConfig) -> dict[str, str]:
         "GNOME_ACCESSIBILITY": "1",
         "ACCESSIBILITY_ENABLED": "1",
         "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1",
+        # xterm's screen text on a key, for evaluators (``vm_pool.agent.terminal``).
+        "XENVIRONMENT": f"{config.work_dir}/{XTERM_RESOURCES}",
     }
 
 
@@ -168,6 +171,7 @@ class Desktop:
         c = self.config
         Path(self.env["XDG_RUNTIME_DIR"]).mkdir(mode=0o700, parents=True, exist_ok=True)
         Path(c.work_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+        Path(self.env["XENVIRONMENT"]).write_text(terminal.RESOURCES)
         self.spawn("dbus", accessibility.session_bus_command(self.env["DBUS_SESSION_BUS_ADDRESS"]))
         self.spawn(
             "xvfb",
