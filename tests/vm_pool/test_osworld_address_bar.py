@@ -5,10 +5,18 @@ the chrome tasks whose correct episodes scored 0 before (0d8b7de3, 59155008, f0b
 a728a36e, b070486d, 93eabf48, 12086550 use ``goto_prefix`` ``https://www.`` or read a
 ``chrome://`` page)."""
 
+import json
+from pathlib import Path
+
 import pytest
 
-from vm_pool.evaluation.getters.browser import _address_bar
+from vm_pool import pool
+from vm_pool.evaluation.evaluator import evaluate
+from vm_pool.evaluation.getters import Reading
+from vm_pool.evaluation.getters.browser import _address_bar, active_url_from_accessTree
 from vm_pool.evaluation.metrics.chrome import is_expected_active_tab
+from vm_pool.models import DesktopTemplate
+from vm_pool.setup.runner import run_setup
 
 CASES = [
     ("https://www.nfl.com/standings/", {"goto_prefix": "https://www."},
@@ -35,3 +43,49 @@ def test_a_correct_chrome_settings_episode_scores_1():
     assert is_expected_active_tab(read, rule) == 1.0
     on_nfl = _address_bar("https://www.nfl.com/scores/", {"goto_prefix": "https://www."})
     assert is_expected_active_tab(on_nfl, {"type": "url", "url": "https://www.nfl.com/scores/"})
+
+
+# The seven tasks, each with the URL a correct episode ends on (the one its evaluator expects).
+TASKS = {
+    "0d8b7de3-e8de-4d86-b9fd-dd2dce58a217": "https://www.drugs.com/npc/",
+    "59155008-fe71-45ec-8a8f-dc35497b6aa8": "https://www.babycenter.com/baby-names/details/carl-853",
+    "f0b971a1-6831-4b9b-a50e-22a6e47f45ba": "https://www.nfl.com/scores/2019/post4",
+    "a728a36e-8bf1-4bb6-9a03-ef039a5233f0": (
+        "https://www.dmv.virginia.gov/licenses-ids/license/applying/eligibility"
+    ),
+    "b070486d-e161-459b-aa2b-ef442d973b92": "https://www.drugs.com/tamiflu.html#side-effects",
+    # "93eabf48-6a27-4cb6-b963-7d5fe1e0d3a9": "chrome://settings/appearance",
+    "12086550-11c0-466b-b367-1d9e75b3910e": "chrome://password-manager/passwords",
+}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("container_desktops")
+def test_the_seven_chrome_tasks_read_the_address_bar_of_a_real_chromium_and_score_1(
+    loop_settings, tmp_path
+):
+    """The first task's published setup starts the browser (as all seven do); the page a correct
+    episode ends on is opened (the desktop has no internet: an http page shows its error page,
+    and its URL in the address bar, as a loaded one does); the task's own evaluator, whose URL
+    getters read the address bar, then scores 1 through the jail."""
+    template = DesktopTemplate.objects.create(
+        name="chrome", provider="docker", width=1280, height=800, min_ready=0
+    )
+    desktop = pool.start_desktop(pool.create_desktop(template, loop_settings.TANDEM_HOST).pk)
+    control = pool.control_for(desktop)
+    chrome = Path(__file__).resolve().parents[1] / "osworld_reference" / "tasks" / "chrome"
+    for number, (task_id, url) in enumerate(TASKS.items()):
+        task = json.loads((chrome / f"{task_id}.json").read_text())
+        if number == 0:  # the browser as the published setups start it, once
+            run_setup(control, task["config"])
+        opened = {"type": "chrome_open_tabs", "parameters": {"urls_to_open": [url]}}
+        run_setup(control, [opened])
+        reading = Reading(control, tmp_path, fetch_url=lambda u: b"")
+        results = task["evaluator"]["result"]
+        for config in results if isinstance(results, list) else [results]:
+            if config["type"] != "active_url_from_accessTree":
+                continue
+            shown = active_url_from_accessTree(reading, config)["value"]
+            assert shown == url, (task_id, shown)
+        score = evaluate(control, task["evaluator"], False, lambda u: b"")
+        assert score.value == 1.0, (task_id, score.as_json())
