@@ -8,4 +8,10 @@ account), not when it is merely unwritten.
 
 UNSUPPORTED_GETTERS: dict[str, str] = {}
 
-UNSUPPORTED_METRICS: dict[str, str] = {}
+UNSUPPORTED_METRICS: dict[str, str] = {
+    "compare_image_text": (
+        "reads the text in a screenshot with EasyOCR, a neural OCR model (PyTorch and downloaded "
+        "weights) that the evaluation jail does not have; a different OCR engine would read "
+        "different text than the task's expected strings were tuned for"
+    ),
+}

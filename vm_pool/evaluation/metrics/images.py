@@ -38,18 +38,19 @@ def compare_images(result: str | None, expected: str | None, **options: Any) -> 
     return 0.0
 
 
-def structural_similarity(first: np.ndarray, second: np.ndarray) -> float:
-    """Mean SSIM of two same-sized 8-bit grey images; 0 when they are smaller than the window."""
-    if first.shape != second.shape or min(first.shape) < _WINDOW:
+def structural_similarity(first: np.ndarray, second: np.ndarray, window: int = _WINDOW) -> float:
+    """Mean SSIM of two same-sized 8-bit grey images over ``window``×``window`` squares (odd, at
+    least 3, scikit-image's ``win_size``); 0 when they are smaller than the window."""
+    if first.shape != second.shape or min(first.shape) < window:
         return 0.0
     # Integer window sums are exact; skimage's float filter agrees to rounding.
     x = first.astype(np.int64)
     y = second.astype(np.int64)
-    mean_x, mean_y = _window_mean(x), _window_mean(y)
-    sample_norm = _WINDOW**2 / (_WINDOW**2 - 1)
-    var_x = sample_norm * (_window_mean(x * x) - mean_x * mean_x)
-    var_y = sample_norm * (_window_mean(y * y) - mean_y * mean_y)
-    cov_xy = sample_norm * (_window_mean(x * y) - mean_x * mean_y)
+    mean_x, mean_y = _window_mean(x, window), _window_mean(y, window)
+    sample_norm = window**2 / (window**2 - 1)
+    var_x = sample_norm * (_window_mean(x * x, window) - mean_x * mean_x)
+    var_y = sample_norm * (_window_mean(y * y, window) - mean_y * mean_y)
+    cov_xy = sample_norm * (_window_mean(x * y, window) - mean_x * mean_y)
     c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
     ssim_map = ((2 * mean_x * mean_y + c1) * (2 * cov_xy + c2)) / (
         (mean_x**2 + mean_y**2 + c1) * (var_x + var_y + c2)
@@ -57,10 +58,9 @@ def structural_similarity(first: np.ndarray, second: np.ndarray) -> float:
     return float(ssim_map.mean())
 
 
-def _window_mean(values: np.ndarray) -> np.ndarray:
-    """Mean over every 7×7 window lying wholly inside the array (a "valid" box filter)."""
+def _window_mean(values: np.ndarray, w: int) -> np.ndarray:
+    """Mean over every w×w window lying wholly inside the array (a "valid" box filter)."""
     summed = np.pad(values, ((1, 0), (1, 0))).cumsum(axis=0).cumsum(axis=1)
-    w = _WINDOW
     window_sums = summed[w:, w:] - summed[:-w, w:] - summed[w:, :-w] + summed[:-w, :-w]
     return window_sums / (w * w)
 
