@@ -74,6 +74,8 @@ _START = (
     "\u2070-\u218f\u2c00-\u2fef\u3001-\ud7ff\uf900-\ufdcf\ufdf0-\ufffd\U00010000-\U000effff"
 )
 _NAME = re.compile(f"[{_START}][{_START}\\-.0-9\u00b7\u0300-\u036f\u203f-\u2040]*")
+# What an attribute value must escape to be read back as it was (a parser folds whitespace).
+_ATTRIBUTE_ESCAPES = {"\n": "&#10;", "\r": "&#13;", "\t": "&#9;"}
 # What XML 1.0 cannot hold at all, even escaped.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
@@ -151,10 +153,8 @@ def start_tag(element: Element) -> tuple[str, str]:
 
 
 def text_content(text: str) -> str:
+    """An element's text as XML, its carriage returns kept (a parser turns them into newlines)."""
     return escape(xml_text(text), {"\r": "&#13;"})
-
-
-_ATTRIBUTE_ESCAPES = {"\n": "&#10;", "\r": "&#13;", "\t": "&#9;"}
 
 
 def write_tree(source: Source, out: XmlOut) -> None:
