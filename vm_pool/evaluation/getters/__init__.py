@@ -17,12 +17,13 @@ Everything on the desktop is read through its agent, inside its sandbox: files o
 ``/tmp``, a command's output, the running browser over its debugging port.
 
 The getters live by what they read: ``files`` (files, commands, sizes), ``browser`` (Chromium),
-``apps`` (other applications' settings and state), ``accessibility`` (the AT-SPI tree); ``base``
-holds what they share. Getters not listed in ``GETTERS`` are not supported here;
-``manage.py osworld_coverage`` names them with the tasks they block.
+``apps`` (other applications' settings files), ``apps_state`` (what running applications
+answer: VLC's playback, a VS Code command's file, the default video player), ``accessibility``
+(the AT-SPI tree); ``base`` holds what they share. Getters not listed in ``GETTERS`` are not
+supported here; ``manage.py osworld_coverage`` names them with the tasks they block.
 """
 
-from vm_pool.evaluation.getters import accessibility, apps, browser, files
+from vm_pool.evaluation.getters import accessibility, apps, apps_state, browser, files
 from vm_pool.evaluation.getters.base import Gathered, Getter, GetterError, Reading, failed
 
 __all__ = ["GETTERS", "Gathered", "Getter", "GetterError", "Reading", "failed"]
@@ -31,5 +32,6 @@ GETTERS: dict[str, Getter] = {
     **files.GETTERS,
     **browser.GETTERS,
     **apps.GETTERS,
+    **apps_state.GETTERS,
     **accessibility.GETTERS,
 }

@@ -15,12 +15,18 @@ beside it), its ``urls`` must be a table (a view can be made to compute forever)
 handler stops a query past ``SQLITE_STEPS`` virtual-machine steps.
 
 The readers live by what they read: ``browser`` (the browser's profile files), ``files``
-(spreadsheets, listings); ``base`` holds the error and the bounds they share.
+(spreadsheets, listings), ``apps`` (applications' answers); ``base`` holds the error and the
+bounds they share.
 """
 
-from vm_pool.evaluation.readers import accessibility, browser, files
+from vm_pool.evaluation.readers import accessibility, apps, browser, files
 from vm_pool.evaluation.readers.base import Reader, Unreadable
 
 __all__ = ["READERS", "Reader", "Unreadable"]
 
-READERS: dict[str, Reader] = {**browser.READERS, **files.READERS, **accessibility.READERS}
+READERS: dict[str, Reader] = {
+    **browser.READERS,
+    **files.READERS,
+    **accessibility.READERS,
+    **apps.READERS,
+}
