@@ -60,6 +60,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from vm_pool.agent import accessibility, terminal
+from vm_pool.agent.commands import run_command
 from vm_pool.agent.files import SCRATCH, PathRefused, read_inside, write_inside
 from vm_pool.agent.windows import wait_for_window_manager
 from vm_pool.desktop import ClipboardInput, input_from_json
@@ -344,20 +345,13 @@ class Desktop:
 
     def run(self, argv: list[str], timeout: float) -> dict[str, Any]:
         try:
-            done = subprocess.run(
-                argv,
-                env=self.env,
-                cwd=self.config.home,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as error:
-            tail = (error.output or b"")[-RUN_OUTPUT_CHARS // 4 :]  # 4 characters a byte at most
-            return {"returncode": -1, "output": f"timed out after {timeout}s: {tail!r}"}
+            done = run_command(argv, self.env, str(self.config.home), timeout)
         except FileNotFoundError as error:
             return {"returncode": 127, "output": str(error)}
+        if done.returncode is None:
+            # 4 characters a byte at most
+            tail = (done.stdout + done.stderr)[-RUN_OUTPUT_CHARS // 4 :]
+            return {"returncode": -1, "output": f"timed out after {timeout}s: {tail!r}"}
         stdout = done.stdout.decode(errors="replace")
         stderr = done.stderr.decode(errors="replace")
         return {
