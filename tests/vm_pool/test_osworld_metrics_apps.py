@@ -1,10 +1,12 @@
 """OSWorld's application metrics (VLC, the desktop's settings, Thunderbird, VS Code, MP3 tags)
 and their readers, over files in the forms the applications write them, with the rules the
-published tasks pass."""
+published tasks pass; and the getters that ask a running desktop (VLC's web interface, the
+default video player) on a real sandboxed one."""
 
 import csv
 import json
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,8 @@ import pytest
 from mutagen.easyid3 import EasyID3
 
 from vm_pool.evaluation.bounds import LimitHit
+from vm_pool.evaluation.getters import Reading
+from vm_pool.evaluation.getters.apps_state import default_video_player, vlc_playing_info
 from vm_pool.evaluation.metrics import METRICS, MetricError
 from vm_pool.evaluation.metrics.audio import check_mp3_meta
 from vm_pool.evaluation.metrics.basic_os import (
@@ -633,3 +637,58 @@ def test_an_mp3_without_tags_scores_0(tmp_path: Path) -> None:
     verdict = score({"conjunction": "single", "metrics": [entry]}, Path(untagged).parent)
     assert verdict["value"] == 0.0
     assert "ID3" in verdict["metrics"][0]["error"]
+
+
+# The getters, inside a real sandboxed desktop ----------------------------------------------
+
+# A stand-in for VLC's web interface, on the desktop's loopback: status.xml to its password only.
+VLC_WEB = """
+import base64, http.server
+STATUS = open('status.xml', 'rb').read()
+class Status(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        good = 'Basic ' + base64.b64encode(b':password').decode()
+        if self.path != '/requests/status.xml' or self.headers.get('Authorization') != good:
+            self.send_response(401)
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(STATUS)
+http.server.HTTPServer(('127.0.0.1', 8080), Status).serve_forever()
+"""
+
+
+def _entry(name: str) -> bytes:
+    """A program's desktop file; xdg-mime names it only if its program exists (xterm here)."""
+    return f"[Desktop Entry]\nType=Application\nName={name}\nExec=xterm %U\n".encode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_vlc_status_and_the_video_player_are_asked_inside_the_desktop(
+    sandboxed_control: Any, tmp_path: Path
+) -> None:
+    control = sandboxed_control
+    reading = Reading(control, tmp_path, fetch_url=lambda url: b"")
+    for name in ("vlc", "totem"):
+        control.put_file(f"~/.local/share/applications/{name}.desktop", _entry(name))
+    control.put_file(
+        "~/.config/mimeapps.list",
+        b"[Default Applications]\nvideo/mp4=vlc.desktop\nvideo/webm=vlc.desktop\n"
+        b"video/x-matroska=totem.desktop\n",
+    )
+    gathered = default_video_player(reading, {})
+    player = READERS[gathered["reader"]](None, gathered["text"], gathered["config"])
+    assert player == "vlc.desktop\n"  # two types of OSWorld's list against one
+
+    assert vlc_playing_info(reading, {"dest": "status.xml"})["kind"] == "error"  # no VLC
+    playing = STATUS_XML.format(state="playing", meta=f"<info name='filename'>{RICK}</info>")
+    control.put_file("~/status.xml", playing.encode())
+    control.launch(["python3", "-c", VLC_WEB])
+    deadline = time.monotonic() + 10
+    while (found := vlc_playing_info(reading, {"dest": "status.xml"}))["kind"] == "error":
+        assert time.monotonic() < deadline, found
+        time.sleep(0.2)
+    assert found == {"kind": "files", "files": ["status.xml"], "single": True}
+    rule = {"type": "file_name", "file_name": RICK}
+    assert is_vlc_playing(str(tmp_path / "status.xml"), rule) == 1.0
