@@ -28,7 +28,7 @@ ENV DEBIAN_FRONTEND=noninteractive \
 # trees with the system's python3-pyatspi.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
-        xvfb openbox x11vnc x11-utils x11-xserver-utils xdotool wmctrl xclip \
+        xvfb openbox x11vnc x11-utils x11-xserver-utils xdotool wmctrl xclip xsel \
         xterm mousepad pcmanfm \
         chromium \
         libreoffice-calc libreoffice-writer libreoffice-impress libreoffice-gtk3 \

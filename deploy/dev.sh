@@ -31,7 +31,7 @@ APT_PACKAGES=(
   # each desktop's session bus and accessibility bus, and the agent's reader of its AT-SPI tree
   dbus-daemon dbus-bin at-spi2-core python3-pyatspi
   # X tools the tests drive
-  xclip xdotool
+  xclip xsel xdotool
   # OSWorld task setups and evaluators: window activation (EWMH), port forwarding to the browser
   wmctrl socat
   # the baseline proposer reads the screen with OCR
