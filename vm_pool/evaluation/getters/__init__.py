@@ -16,14 +16,25 @@ everything it brings back was made on the desktop, so it is parsed only in the e
 Everything on the desktop is read through its agent, inside its sandbox: files of HOME and
 ``/tmp``, a command's output, the running browser over its debugging port.
 
-The getters live by what they read: ``files`` (files, commands, sizes), ``browser`` (Chromium),
-``apps`` (other applications' settings files), ``apps_state`` (what running applications
-answer: VLC's playback, a VS Code command's file, the default video player), ``accessibility``
-(the AT-SPI tree); ``base`` holds what they share. Getters not listed in ``GETTERS`` are not
-supported here; ``manage.py osworld_coverage`` names them with the tasks they block.
+The getters live by what they read: ``files`` (files, commands, sizes), ``browser`` (Chromium's
+profile and tabs), ``browser_pages`` and ``recreation`` (pages read or driven over DevTools),
+``clock`` (rules whose dates are relative to today), ``apps`` (other applications' settings
+files), ``apps_state`` (what running applications answer: VLC's playback, a VS Code command's
+file, the default video player), ``accessibility`` (the AT-SPI tree); ``base`` holds what they
+share. Getters not listed in ``GETTERS`` are not supported here; ``manage.py osworld_coverage``
+names them with the tasks they block.
 """
 
-from vm_pool.evaluation.getters import accessibility, apps, apps_state, browser, files
+from vm_pool.evaluation.getters import (
+    accessibility,
+    apps,
+    apps_state,
+    browser,
+    browser_pages,
+    clock,
+    files,
+    recreation,
+)
 from vm_pool.evaluation.getters.base import Gathered, Getter, GetterError, Reading, failed
 
 __all__ = ["GETTERS", "Gathered", "Getter", "GetterError", "Reading", "failed"]
@@ -31,6 +42,9 @@ __all__ = ["GETTERS", "Gathered", "Getter", "GetterError", "Reading", "failed"]
 GETTERS: dict[str, Getter] = {
     **files.GETTERS,
     **browser.GETTERS,
+    **browser_pages.GETTERS,
+    **recreation.GETTERS,
+    **clock.GETTERS,
     **apps.GETTERS,
     **apps_state.GETTERS,
     **accessibility.GETTERS,

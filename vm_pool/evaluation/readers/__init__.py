@@ -14,18 +14,28 @@ The History database is opened read-only and immutable (no journal, no lock, not
 beside it), its ``urls`` must be a table (a view can be made to compute forever), and a progress
 handler stops a query past ``SQLITE_STEPS`` virtual-machine steps.
 
-The readers live by what they read: ``browser`` (the browser's profile files), ``files``
+The readers live by what they read: ``browser`` (the browser's profile files),
+``browser_pages`` (a page's HTML), ``relative_time`` (dates relative to today), ``files``
 (spreadsheets, listings), ``apps`` (applications' answers); ``base`` holds the error and the
 bounds they share.
 """
 
-from vm_pool.evaluation.readers import accessibility, apps, browser, files
+from vm_pool.evaluation.readers import (
+    accessibility,
+    apps,
+    browser,
+    browser_pages,
+    files,
+    relative_time,
+)
 from vm_pool.evaluation.readers.base import Reader, Unreadable
 
 __all__ = ["READERS", "Reader", "Unreadable"]
 
 READERS: dict[str, Reader] = {
     **browser.READERS,
+    **browser_pages.READERS,
+    **relative_time.READERS,
     **files.READERS,
     **accessibility.READERS,
     **apps.READERS,
