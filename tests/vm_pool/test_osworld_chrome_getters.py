@@ -1,6 +1,7 @@
 """OSWorld's Chrome getters and metrics: the readers over real profile files (Preferences and
 Bookmarks JSON as Chromium writes them, a Cookies database), the page selections over real HTML,
-the relative-time rules, and the metrics' verdicts."""
+the relative-time rules, and the metrics' verdicts; and one real Chromium page read over
+DevTools on a sandboxed desktop."""
 
 import json
 import sqlite3
@@ -10,11 +11,13 @@ from pathlib import Path
 import pytest
 
 from vm_pool.evaluation.bounds import LimitHit
+from vm_pool.evaluation.getters import GETTERS, Reading
 from vm_pool.evaluation.getters.browser import macys_facets
 from vm_pool.evaluation.metrics import METRICS, MetricError
 from vm_pool.evaluation.readers import READERS
 from vm_pool.evaluation.readers.relative_time import fill, relative_rules
 from vm_pool.evaluation.scoring import score
+from vm_pool.setup.runner import run_setup
 
 # What Chromium 156 wrote to a profile's Preferences after these settings were changed (trimmed
 # to the keys around them).
@@ -443,3 +446,38 @@ def test_the_selected_page_is_scored_in_the_jail_side(tmp_path):
         {"func": "check_direct_json_object", "options": {}, "result": gathered,
          "expected": rule}]}  # fmt: skip
     assert score(request, tmp_path)["value"] == 1.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_active_tab_html_parse_on_a_real_chromium_page(sandboxed_control, tmp_path):
+    page = (
+        "<title>Booking</title><div class='HAZ16'><h3>Apply for TAP</h3></div>"
+        "<form><input id='name' value='default'></form><div id='late'></div>"
+        "<script>document.getElementById('late').className = 'added';"
+        "document.getElementById('late').textContent = 'made by script';"
+        "document.getElementById('name').value = 'James Smith';</script>"
+    )
+    run_setup(
+        sandboxed_control,
+        [
+            {"type": "file", "parameters": {"path": "~/booking.html", "content": page}},
+            {"type": "chrome_open_tabs",
+             "parameters": {"urls_to_open": ["file:///home/user/booking.html"]}},
+        ],
+    )  # fmt: skip
+    reading = Reading(sandboxed_control, tmp_path, fetch_url=lambda url: b"")
+    config = {
+        "type": "active_tab_html_parse",
+        "goto_prefix": "",
+        "category": "class",
+        "class_singleObject": {"added": "late"},
+        "class_multiObject_only_child": {"HAZ16": {"0": "content"}},
+    }
+    gathered = GETTERS["active_tab_html_parse"](reading, config)
+    assert gathered["kind"] == "read"  # the page's markup, parsed only in the jail's reader
+    found = READERS["active_tab_html"](str(tmp_path / gathered["file"]), None, gathered["config"])
+    assert found == {"late": "made by script", "content": "Apply for TAP"}
+    typed = {**config, "category": "input", "inputObject": {"//input[@id='name']": "name"}}
+    gathered = GETTERS["active_tab_html_parse"](reading, typed)
+    found = READERS["active_tab_html"](str(tmp_path / gathered["file"]), None, gathered["config"])
+    assert found == {"name": "James Smith"}  # the field's live value, not its markup's
