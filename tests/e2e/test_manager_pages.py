@@ -16,9 +16,21 @@ from pathlib import Path
 import httpx
 import pytest
 from django.test import Client
+from django.utils import timezone
 from playwright.sync_api import expect
 
-from annotation.models import Episode, EpisodeOutcome, Project, Review, Step, Task, TaskStatus
+from annotation.models import (
+    Episode,
+    EpisodeOutcome,
+    EvaluatorCheck,
+    EvaluatorCheckStatus,
+    Project,
+    Review,
+    Step,
+    Task,
+    TaskStatus,
+)
+from annotation.projects import evaluator_checks
 from backend.accounts.models import AccessToken
 from backend.accounts.roles import Role
 from tests.e2e.browser import accessibility_problems, chromium, sign_in
@@ -199,6 +211,49 @@ def check_task_import_and_assignment(browser, base_url: str, project: Project) -
     expect(page.get_by_test_id("assign-result")).to_have_text("1 task back in the pool.")
     back = Task.objects.get(project=project, external_id="n2")
     assert (back.status, back.assignee) == (TaskStatus.QUEUED, None)
+
+    # The evaluator self-check: a metric not supported here is flagged at once, in the report
+    # and on the task's row.
+    ocr = {
+        "id": "e1",
+        "instruction": "Make the picture say hello",
+        "evaluator": {"func": "compare_image_text", "result": {"type": "vm_file", "path": "/x"}},
+    }
+    page.get_by_label("Task file").set_input_files(
+        files=[
+            {
+                "name": "ocr.json",
+                "mimeType": "application/json",
+                "buffer": json.dumps([ocr]).encode(),
+            }
+        ]
+    )
+    page.get_by_role("button", name="Import", exact=True).click()
+    checks = page.get_by_test_id("import-evaluator-checks")
+    expect(checks).to_contain_text("1 cannot evaluate")
+    expect(checks).to_contain_text("compare_image_text is not supported here")
+    expect(
+        table.get_by_role("row").filter(has_text="e1").get_by_test_id("cannot-evaluate")
+    ).to_be_visible()
+    # An evaluator its check found passing without work (as the desktop host records it) is
+    # trusted from its row.
+    n3 = Task.objects.get(project=project, external_id="n3")
+    EvaluatorCheck.objects.create(
+        task=n3,
+        status=EvaluatorCheckStatus.PASSES_WITHOUT_WORK,
+        score=1.0,
+        reason="scores 1 on the untouched desktop: every metric ran",
+        content_sha=evaluator_checks.content_sha(n3),
+        checked_at=timezone.now(),
+    )
+    page.reload()
+    row = page.get_by_test_id("task-table").get_by_role("row").filter(has_text="Open document 3")
+    expect(row.get_by_test_id("passes-without-work")).to_be_visible()
+    page.screenshot(path=str(SHOTS / "manager-evaluator-checks.png"), full_page=True)
+    assert accessibility_problems(page) == []
+    row.get_by_role("button", name="Trust evaluator").click()
+    expect(row.get_by_test_id("passes-without-work")).to_have_count(0)
+    assert EvaluatorCheck.objects.get(task=n3).cleared_by.username == "mona"
     refused = f"status of 400 (Bad Request) ({base_url}/api/projects/{project.pk}/import/)"
     errors.assert_none(expected=(refused,))
     context.close()
