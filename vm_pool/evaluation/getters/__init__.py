@@ -20,9 +20,9 @@ The getters live by what they read: ``files`` (files, commands, sizes), ``browse
 profile and tabs), ``browser_pages`` and ``recreation`` (pages read or driven over DevTools),
 ``clock`` (rules whose dates are relative to today), ``apps`` (other applications' settings
 files), ``apps_state`` (what running applications answer: VLC's playback, a VS Code command's
-file, the default video player), ``accessibility`` (the AT-SPI tree); ``base`` holds what they
-share. Getters not listed in ``GETTERS`` are not supported here; ``manage.py osworld_coverage``
-names them with the tasks they block.
+file, the default video player), ``accessibility`` (the AT-SPI tree), ``slides`` (a
+presentation's media); ``base`` holds what they share. Getters not listed in ``GETTERS`` are not
+supported here; ``manage.py osworld_coverage`` names them with the tasks they block.
 """
 
 from vm_pool.evaluation.getters import (
@@ -34,6 +34,7 @@ from vm_pool.evaluation.getters import (
     clock,
     files,
     recreation,
+    slides,
 )
 from vm_pool.evaluation.getters.base import Gathered, Getter, GetterError, Reading, failed
 
@@ -48,4 +49,5 @@ GETTERS: dict[str, Getter] = {
     **apps.GETTERS,
     **apps_state.GETTERS,
     **accessibility.GETTERS,
+    **slides.GETTERS,
 }

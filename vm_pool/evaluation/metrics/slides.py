@@ -4,7 +4,8 @@ Scores 1 only if nothing examined differs. The ``examine_*`` options and their d
 OSWorld's (see ``_DEFAULTS``); options OSWorld ignores (``_note``, ``enable_debug``, ...) are
 ignored here too. A few options are OSWorld's task-specific position checks
 (``examine_title_bottom_position`` and the like) and are kept as they are, constants included,
-so that the tasks using them score the same.
+so that the tasks using them score the same. A slide background in a colour without an RGB
+value (a theme colour) fails ``examine_background_color``, as OSWorld fails on it.
 """
 
 from typing import Any
@@ -44,6 +45,7 @@ _DEFAULTS: dict[str, Any] = {
 }
 _PICTURE = MSO_SHAPE_TYPE.PICTURE
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+_NO_RGB = "a colour without an RGB value"
 
 
 class _Differs(Exception):
@@ -80,8 +82,13 @@ def _check(same: bool) -> None:
 
 
 def _compare_slides(slide1: Any, slide2: Any, index: int, opts: dict[str, Any]) -> None:
+    # OSWorld fails on a background colour it cannot read (python-pptx's AttributeError), so
+    # such a slide never matches, not even an identical one. Deliberate difference from
+    # OSWorld: it reads both backgrounds whatever the option says, and so fails on a
+    # theme-coloured one even with examine_background_color false.
     if opts["examine_background_color"]:
-        _check(_background_color(slide1) == _background_color(slide2))
+        colours = (_background_color(slide1), _background_color(slide2))
+        _check(_NO_RGB not in colours and colours[0] == colours[1])
     if opts["examine_note"]:
         _check(_notes(slide1).strip() == _notes(slide2).strip())
     text_shapes1, text_shapes2 = _text_shapes(slide1.shapes), _text_shapes(slide2.shapes)
@@ -110,20 +117,18 @@ def _compare_slides(slide1: Any, slide2: Any, index: int, opts: dict[str, Any]) 
 
 
 def _background_color(slide: Any) -> Any:
+    """The slide's solid background colour, or its master's when the slide has no fill; None
+    for any other background; ``_NO_RGB`` for a solid colour without an RGB value (a theme,
+    system or preset colour), which OSWorld cannot read."""
     fill = slide.background.fill
-    if fill.type == 1:
-        return _rgb(fill.fore_color)
     if fill.type == 5:
-        master_fill = slide.slide_layout.slide_master.background.fill
-        return _rgb(master_fill.fore_color) if master_fill.type == 1 else None
-    return None
-
-
-def _rgb(color: Any) -> Any:
-    try:
-        return color.rgb
-    except AttributeError:
+        fill = slide.slide_layout.slide_master.background.fill
+    if fill.type != 1:
         return None
+    try:
+        return fill.fore_color.rgb
+    except AttributeError:
+        return _NO_RGB
 
 
 def _notes(slide: Any) -> str:

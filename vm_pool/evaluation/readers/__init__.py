@@ -16,8 +16,8 @@ handler stops a query past ``SQLITE_STEPS`` virtual-machine steps.
 
 The readers live by what they read: ``browser`` (the browser's profile files),
 ``browser_pages`` (a page's HTML), ``relative_time`` (dates relative to today), ``files``
-(spreadsheets, listings), ``apps`` (applications' answers); ``base`` holds the error and the
-bounds they share.
+(spreadsheets, listings), ``apps`` (applications' answers), ``slides`` (a presentation's
+media, written to files of the jail's own); ``base`` holds the error and the bounds they share.
 """
 
 from vm_pool.evaluation.readers import (
@@ -27,6 +27,7 @@ from vm_pool.evaluation.readers import (
     browser_pages,
     files,
     relative_time,
+    slides,
 )
 from vm_pool.evaluation.readers.base import Reader, Unreadable
 
@@ -39,4 +40,5 @@ READERS: dict[str, Reader] = {
     **files.READERS,
     **accessibility.READERS,
     **apps.READERS,
+    **slides.READERS,
 }
