@@ -54,7 +54,7 @@ TASKS = {
         "https://www.dmv.virginia.gov/licenses-ids/license/applying/eligibility"
     ),
     "b070486d-e161-459b-aa2b-ef442d973b92": "https://www.drugs.com/tamiflu.html#side-effects",
-    # "93eabf48-6a27-4cb6-b963-7d5fe1e0d3a9": "chrome://settings/appearance",
+    "93eabf48-6a27-4cb6-b963-7d5fe1e0d3a9": "chrome://settings/appearance",
     "12086550-11c0-466b-b367-1d9e75b3910e": "chrome://password-manager/passwords",
 }
 
