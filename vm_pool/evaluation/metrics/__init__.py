@@ -12,9 +12,9 @@ MetricError means the evaluator's options are wrong (an unknown rule type, a bad
 never a verdict on the agent. ``infeasible`` is not a metric: the evaluator handles it.
 
 Left out: OSWorld's other metrics (about 80, each used by one to six tasks), because they need
-what we do not install (OCR, audio and video fingerprints, a formula engine, HTML parsing) or
-read application state our getters do not fetch. compare_table's chart, pivot_table, filter
-and sparkline rules raise MetricError (see ``table``).
+what we do not install (OCR, audio and video fingerprints, HTML parsing) or read application
+state our getters do not fetch. compare_table's filter and sparkline rules, which no published
+task uses, raise MetricError (see ``table``).
 """
 
 import importlib

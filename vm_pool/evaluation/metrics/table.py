@@ -3,10 +3,11 @@
 compare_table runs ``options["rules"]`` in order and scores 1 only if every rule holds. Rule
 types implemented, with OSWorld's parameters: sheet_name, sheet_data (``precision``, default 4),
 sheet_print (``ignore_case``; reads the ``<book>-<sheet>.csv`` files the task's postconfig
-exported), sheet_fuzzy, style (``props``; conditional formatting only for ``cellIs`` rules with
-literal operands), freeze, zoom, data_validation, row_props, col_props, check_cell. Rule types
-not listed here (chart, pivot_table, filter, sparkline) raise MetricError before anything is
-scored, so a task that needs one is never passed by mistake.
+exported), sheet_fuzzy, style (``props``; conditional formatting applied as OSWorld applies it,
+see ``conditional_formats``), freeze, zoom, data_validation, row_props, col_props, check_cell,
+chart (``chart_props``) and pivot_table (``pivot_props``, see ``table_parts``). OSWorld's filter
+and sparkline rules, which no published task uses, raise MetricError before anything is scored,
+so a task that needs one is never passed by mistake.
 
 Like OSWorld, the result must be an .xlsx book: a missing or unreadable one scores 0.
 """
@@ -25,8 +26,10 @@ from openpyxl.worksheet.worksheet import Worksheet
 from rapidfuzz import fuzz
 
 from vm_pool.evaluation.bounds import NOT_A_VERDICT, check_sheets
+from vm_pool.evaluation.metrics.conditional_formats import sheet_styles
 from vm_pool.evaluation.metrics.errors import MetricError
 from vm_pool.evaluation.metrics.rules import match_value_to_rule
+from vm_pool.evaluation.metrics.table_parts import load_charts, load_pivot_tables
 from vm_pool.evaluation.metrics.workbook import (
     printed_sheet,
     read_cell_style,
@@ -200,102 +203,20 @@ def _style(books: _Books, rule: dict[str, Any]) -> bool:
     styles = []
     for key in ("sheet_idx0", "sheet_idx1"):
         path, name = books.path(rule[key])
-        styles.append(_sheet_styles(books.worksheet(rule[key]), path, name, props))
+        styles.append(sheet_styles(books.worksheet(rule[key]), path, name, props))
     return styles[0] == styles[1]
 
 
-def _sheet_styles(
-    sheet: Worksheet | None, path: str, sheet_name: str, props: list[str]
-) -> dict[str, list[Any]]:
-    """Each cell's concerned styles, conditional formatting applied, as OSWorld's
-    ``load_xlsx_styles`` builds them."""
-    if sheet is None:
-        return {}
-    styles = {
-        cell.coordinate: [read_cell_style(prop, cell) for prop in props]
-        for column in sheet.iter_cols()
-        for cell in column
-    }
-    for formatting in sheet.conditional_formatting:
-        for cf_rule in formatting.rules:
-            is_active = _conditional_test(cf_rule)
-            if is_active is None:
-                continue
-            empty_cells = 0
-            for cell_range in formatting.cells:
-                for row, column in cell_range.cells:
-                    coordinate = f"{get_column_letter(column)}{row}"
-                    value = read_cell_value(path, sheet_name, coordinate)
-                    if value is None:
-                        # OSWorld gives up on a range after 50 empty cells, counted per rule.
-                        empty_cells += 1
-                        if empty_cells > 50:
-                            break
-                        continue
-                    if is_active(value):
-                        cell = sheet.cell(row=row, column=column)
-                        styles[coordinate] = [
-                            read_cell_style(prop, cell, cf_rule.dxf) for prop in props
-                        ]
-    return styles
+def _chart(books: _Books, rule: dict[str, Any]) -> bool:
+    props: list[str] = rule.get("chart_props", [])
+    first = load_charts(books.worksheet(rule["sheet_idx0"]), props)
+    return first == load_charts(books.worksheet(rule["sheet_idx1"]), props)
 
 
-_FORMULA_CONDITIONS = {
-    "expression",
-    "containsText",
-    "notContainsText",
-    "endsWith",
-    "beginsWith",
-    "containsErrors",
-    "notContainsErrors",
-}
-
-
-def _conditional_test(cf_rule: Any) -> Callable[[Any], bool] | None:
-    """The test a conditional-formatting rule applies to a cell value.
-
-    None for the rule types OSWorld does not evaluate either (top10, aboveAverage, ...).
-    """
-    if cf_rule.type in _FORMULA_CONDITIONS:
-        raise MetricError(f"conditional formatting of type {cf_rule.type!r} needs a formula engine")
-    if cf_rule.type != "cellIs":
-        return None
-    op = cf_rule.operator
-    if op not in _CELL_IS:
-        raise MetricError(f"conditional formatting operator {op!r} is not supported")
-    refs = [_literal(formula) for formula in cf_rule.formula]
-
-    def is_active(value: Any) -> bool:
-        try:
-            return _CELL_IS[op](value, refs)
-        except (TypeError, IndexError, ValueError):
-            return False
-
-    return is_active
-
-
-def _literal(formula: str) -> float | str:
-    text = formula.strip()
-    if len(text) >= 2 and text[0] == text[-1] == '"':
-        return text[1:-1]
-    try:
-        return float(text)
-    except ValueError:
-        raise MetricError(
-            f"conditional formatting formula {formula!r} needs a formula engine"
-        ) from None
-
-
-_CELL_IS: dict[str, Callable[[Any, list[Any]], bool]] = {
-    "lessThanOrEqual": lambda v, r: v <= r[0],
-    "lessThan": lambda v, r: v < r[0],
-    "equal": lambda v, r: v == r[0],
-    "greaterThanOrEqual": lambda v, r: v >= r[0],
-    "notEqual": lambda v, r: v != r[0],
-    "greaterThan": lambda v, r: v > r[0],
-    "between": lambda v, r: min(r) <= v <= max(r),
-    "notBetween": lambda v, r: v < min(r) or v > max(r),
-}
+def _pivot_table(books: _Books, rule: dict[str, Any]) -> bool:
+    props: list[str] = rule.get("pivot_props", [])
+    first = load_pivot_tables(books.worksheet(rule["sheet_idx0"]), props)
+    return first == load_pivot_tables(books.worksheet(rule["sheet_idx1"]), props)
 
 
 def _freeze(books: _Books, rule: dict[str, Any]) -> bool:
@@ -384,7 +305,9 @@ _RULE_CHECKS: dict[str, Callable[[_Books, dict[str, Any]], bool]] = {
     "row_props": _row_props,
     "col_props": _col_props,
     "check_cell": _check_cell,
+    "chart": _chart,
+    "pivot_table": _pivot_table,
 }
-# What ``compare_table`` checks; a task's other rule types (charts, pivot tables, filters,
-# sparklines) make its evaluator fail, and the coverage report counts them as gaps.
+# What ``compare_table`` checks; a task's other rule types (filters, sparklines) make its
+# evaluator fail, and the coverage report counts them as gaps.
 TABLE_RULE_TYPES = frozenset(_RULE_CHECKS)

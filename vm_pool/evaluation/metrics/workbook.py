@@ -18,6 +18,8 @@ from vm_pool.evaluation.metrics.errors import MetricError
 
 _MAIN_NS = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 _NS = {"oo": _MAIN_NS}
+# Desktop-made XML: no entities expanded, nothing fetched, libxml2's default size limits kept.
+_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
 
 
 def resolve_sheet(
@@ -29,7 +31,7 @@ def resolve_sheet(
 ) -> tuple[Any, str]:
     """The book (``result`` or ``expected``) and sheet name a sheet index points at.
 
-    An index past the end gives the name "" (a sheet that does not exist), as in OSWorld.
+    An index past either end gives the name "" (a sheet that does not exist), as in OSWorld.
     """
     if isinstance(sheet_idx, int):
         return result, _nth(result_names, sheet_idx)
@@ -47,7 +49,8 @@ def resolve_sheet(
 
 
 def _nth(names: list[str], index: int) -> str:
-    return names[index] if 0 <= index < len(names) else ""
+    """Python's indexing, as OSWorld's: -1 is the last sheet."""
+    return names[index] if -len(names) <= index < len(names) else ""
 
 
 def read_lines(path: str) -> list[str]:
@@ -78,21 +81,49 @@ def printed_sheet(book_path: str, sheet_name: str) -> list[str] | None:
 
 def read_cell_value(xlsx_path: str, sheet_name: str, coordinate: str) -> Any:
     """The value stored for a cell: float for numbers, str for text and errors, else None."""
+    part = _sheet_part(xlsx_path, sheet_name)
+    if part is None:
+        return None
+    sheet, shared = part
+    cells = sheet.xpath(f'oo:sheetData/oo:row/oo:c[@r="{coordinate}"]', namespaces=_NS)
+    return _stored_value(cells[0], shared) if cells else None
+
+
+def read_sheet_values(xlsx_path: str, sheet_name: str) -> dict[str, Any]:
+    """Every cell's stored value by coordinate, each as ``read_cell_value`` reads it, for
+    reading many cells of one sheet without parsing it again for each."""
+    part = _sheet_part(xlsx_path, sheet_name)
+    if part is None:
+        return {}
+    sheet, shared = part
+    values: dict[str, Any] = {}
+    for cell in sheet.iterfind("oo:sheetData/oo:row/oo:c", _NS):
+        coordinate = cell.get("r")
+        if coordinate is not None and coordinate not in values:
+            values[coordinate] = _stored_value(cell, shared)
+    return values
+
+
+def _sheet_part(xlsx_path: str, sheet_name: str) -> tuple[Any, list[str]] | None:
+    """The sheet's XML and the book's shared strings; None when either cannot be read.
+
+    The sheet part is ``sheet<sheetId>.xml``, as OSWorld finds it.
+    """
     try:
         with zipfile.ZipFile(xlsx_path) as book:
             shared = _shared_strings(book)
-            workbook = etree.fromstring(book.read("xl/workbook.xml"))
+            workbook = etree.fromstring(book.read("xl/workbook.xml"), _PARSER)
             sheet_ids = {
                 sh.get("name"): sh.get("sheetId")
                 for sh in workbook.iterfind("oo:sheets/oo:sheet", _NS)
             }
-            sheet = etree.fromstring(book.read(f"xl/worksheets/sheet{sheet_ids[sheet_name]}.xml"))
+            part = book.read(f"xl/worksheets/sheet{sheet_ids[sheet_name]}.xml")
+            return etree.fromstring(part, _PARSER), shared
     except (OSError, KeyError, zipfile.BadZipFile, etree.XMLSyntaxError):
         return None
-    cells = sheet.xpath(f'oo:sheetData/oo:row/oo:c[@r="{coordinate}"]', namespaces=_NS)
-    if not cells:
-        return None
-    cell = cells[0]
+
+
+def _stored_value(cell: Any, shared: list[str]) -> Any:
     kind = cell.get("t", "n")
     stored = cell.findtext("oo:v", namespaces=_NS)
     try:
@@ -111,7 +142,7 @@ def read_cell_value(xlsx_path: str, sheet_name: str, coordinate: str) -> Any:
 
 def _shared_strings(book: zipfile.ZipFile) -> list[str]:
     try:
-        root = etree.fromstring(book.read("xl/sharedStrings.xml"))
+        root = etree.fromstring(book.read("xl/sharedStrings.xml"), _PARSER)
     except KeyError:
         return []
     return [
@@ -133,7 +164,11 @@ def read_cell_style(
     if style_name == "number_format":
         if not (has_value and cell.data_type == "n"):
             return None
-        return cell.number_format if differential is None else differential.numFmt.formatCode
+        if differential is None:
+            return cell.number_format
+        # Deliberate difference from OSWorld: it crashes on a conditional style without a
+        # number format; that style sets none.
+        return differential.numFmt.formatCode if differential.numFmt is not None else None
     if style_name in _FONT_PROPS:
         return getattr(styled.font, _FONT_PROPS[style_name], None) if has_value else None
     if style_name == "font_color":
