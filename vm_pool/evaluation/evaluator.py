@@ -38,6 +38,8 @@ from vm_pool.setup.runner import run_steps
 
 INFEASIBLE = "infeasible"
 FILE_GETTERS = ("vm_file", "cloud_file", "cache_file")
+# Getters whose file a reader takes out of a document on the desktop: named by that document.
+PART_GETTERS = {"audio_in_slide": "ppt_file_path", "background_image_in_slide": "ppt_file_path"}
 
 
 class EvaluationFailed(RuntimeError):
@@ -167,9 +169,15 @@ def gather(reading: Reading, evaluator: dict[str, Any], names: list[str]) -> dic
 
 
 def _label(config: Any) -> str | None:
-    """How a person names a file getter's file: its path on the desktop, or its URL."""
-    if isinstance(config, dict) and config.get("type") in FILE_GETTERS:
+    """How a person names a file getter's file: its path on the desktop, or its URL (a part of a
+    document: the document's path, and the part)."""
+    if not isinstance(config, dict):
+        return None
+    kind = config.get("type")
+    if kind in FILE_GETTERS:
         return str(config.get("path"))
+    if kind in PART_GETTERS:
+        return f"{config.get(PART_GETTERS[kind])} ({kind}, slide {config.get('slide_index')})"
     return None
 
 
