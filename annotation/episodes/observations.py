@@ -35,6 +35,7 @@ from vm_pool.desktop import Observation
 from vm_pool.screen import watch as screen_watch
 from vm_pool.screen.capture import frame_of_png
 from vm_pool.screen.compare import same_screen
+from vm_pool.screen.damage import DamageLost, DamageReports
 from vm_pool.screen.screenshots import screenshot_png, store_screenshot
 
 MAX_REOBSERVED = 3
@@ -91,9 +92,28 @@ def _watch(step_id: int, control: Any, observation: Observation) -> None:
 
     # The frame the observation was encoded from; a decoded PNG where there is none.
     baseline = observation.frame or frame_of_png(observation.png)
+    reports = _damage_reports(control)
     screen_watch.watcher.watch(
-        screen_watch.Watch(step_id, control.grab_frame, baseline, on_change, still_open)
+        screen_watch.Watch(
+            step_id, control.grab_frame, baseline, on_change, still_open, reports=reports
+        )
     )
+
+
+def _nothing_drawn(reports: DamageReports) -> bool:
+    """Whether the server reports nothing drawn since the last frame grabbed; False where its
+    reports are lost (a look at the screen answers then)."""
+    try:
+        reports.read(sync=True)
+    except DamageLost:
+        return False
+    return reports.take_box() is None
+
+
+def _damage_reports(control: Any) -> DamageReports | None:
+    """The desktop's damage reports, where its control has them (``vm_pool.screen.damage``)."""
+    reports = getattr(control, "damage_reports", None)
+    return reports() if reports is not None else None
 
 
 def reobserve(step_id: int, png: bytes, waited_ms: float) -> bool:
@@ -170,11 +190,17 @@ def settled_quietly(control: Any, quiet_ms: float, limit_s: float = 5.0) -> Obse
     ``quiet_ms``, at most ``limit_s`` in all. A program that reacts late (a dialog closing, and
     its file written, half a second after the key that confirmed it) changes the screen after a
     settle alone would have ended: a run without a person (a rollout, a branch's replay) and an
-    evaluation that reads the desktop after the last step wait it out."""
+    evaluation that reads the desktop after the last step wait it out. Where the server reports
+    damage, a screen on which nothing was drawn meanwhile is the same without a look at it."""
     observation = control.observe(settle=True)
     deadline = time.monotonic() + limit_s
     while quiet_ms > 0 and time.monotonic() < deadline:
         time.sleep(quiet_ms / 1000)
+        # Where the server reports damage, nothing drawn since the observation's frame is the
+        # same screen without a look at it.
+        reports = _damage_reports(control)
+        if reports is not None and _nothing_drawn(reports):
+            return observation
         # A glance, not a settle: a screen still the same is the answer at once (a settle
         # would wait its minimum again); one that changed is settled before it is watched.
         again = control.observe(settle=False)

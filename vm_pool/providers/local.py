@@ -46,6 +46,7 @@ from vm_pool.sandbox import network
 
 if TYPE_CHECKING:
     from vm_pool.screen.capture import Frame
+    from vm_pool.screen.damage import DamageReports
     from vm_pool.x11.controller import X11Controller
 
 logger = logging.getLogger(__name__)
@@ -171,6 +172,13 @@ class LocalControl:
         finally:
             self._turn.release()
             self._disconnect_if_closed()
+
+    def damage_reports(self) -> "DamageReports | None":
+        """The X server's damage reports of the desktop, for watching it and waiting for it to
+        stay quiet without grabbing frames; None where its server gives none, or before the
+        first action or observation connected. They close with the connection."""
+        x11 = self._x11
+        return x11.damage if x11 is not None else None
 
     def launch(
         self, argv: list[str], window_timeout: float = 0.0, window_title: str = ""

@@ -12,12 +12,19 @@ says so: the caller still gets the latest frame, taken as the observation.
 On a static screen this returns after ``max(window_ms, min_ms)`` plus one grab, not after a
 fixed multi-second sleep; a screen that animates for a while is waited out, up to ``max_ms``.
 The frame type is the caller's: anything that compares with ``==``.
+
+Where the X server reports its damage (``vm_pool.screen.damage``), ``wait_until_quiet`` keeps the
+same rule and learns the changes from the reports instead of from frames: a report is a change,
+dated when it is read; the screen is settled when no report came for ``window_ms``, and not
+before ``min_ms``; before answering, a round trip makes sure that no report is still on its way,
+and one frame is grabbed: the observation. Its ``frames`` count the pictures compared: the one
+at the start, one per report read, and the frame grabbed; ``grabs`` the frames grabbed.
 """
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 DEFAULT_WINDOW_MS = 150.0
 DEFAULT_MIN_MS = 100.0
@@ -33,6 +40,17 @@ class SettleResult(Generic[FrameT]):
     waited_ms: float  # from the call to the return
     frames: int  # frames grabbed and compared
     frame: FrameT  # the latest frame: what the screen shows now
+    grabs: int  # frames grabbed: ``frames`` where frames are compared, one with damage reports
+
+
+class ChangeReports(Protocol):
+    """What the server tells of a display's changes (``vm_pool.screen.damage.DamageReports``)."""
+
+    def read(self, sync: bool = False) -> float: ...
+
+    def wait(self, timeout_s: float) -> float: ...
+
+    def take_box(self) -> object: ...
 
 
 def wait_until_settled(
@@ -56,7 +74,7 @@ def wait_until_settled(
         settled = grabbed_at - unchanged_since >= window and grabbed_at >= earliest
         if settled or grabbed_at >= latest:
             waited_ms = (time.monotonic() - start) * 1000
-            return SettleResult(settled, waited_ms, frames, frame)
+            return SettleResult(settled, waited_ms, frames, frame, frames)
         # Grab again after poll_ms, or sooner when that is the moment the rule can be met.
         due = min(grabbed_at + poll_ms / 1000, max(unchanged_since + window, earliest), latest)
         pause = due - time.monotonic()
@@ -67,3 +85,37 @@ def wait_until_settled(
         frames += 1
         if frame != previous:
             unchanged_since = grabbed_at
+
+
+def wait_until_quiet(
+    reports: ChangeReports,
+    grab: Callable[[], FrameT],
+    *,
+    window_ms: float = DEFAULT_WINDOW_MS,
+    min_ms: float = DEFAULT_MIN_MS,
+    max_ms: float = DEFAULT_MAX_MS,
+) -> SettleResult[FrameT]:
+    """The settle rule measured from the server's damage reports; one frame grabbed, at the
+    end (see the module)."""
+    if not 0 <= min_ms <= max_ms or window_ms <= 0:
+        raise ValueError("settle needs 0 <= min_ms <= max_ms and a positive window_ms")
+    reports.read()  # what was drawn before the call is in the picture the rule starts from
+    start = time.monotonic()
+    window, earliest, latest = window_ms / 1000, start + min_ms / 1000, start + max_ms / 1000
+    unchanged_since, pictures = start, 1
+    while True:
+        now = time.monotonic()
+        quiet = now - unchanged_since >= window and now >= earliest
+        if quiet or now >= latest:
+            changed_at = reports.read(sync=True)  # nothing drawn before now is still on its way
+            if changed_at > unchanged_since:
+                unchanged_since, pictures, quiet = changed_at, pictures + 1, False
+                if now < latest:
+                    continue
+            reports.take_box()  # what was drawn so far is in the frame grabbed now
+            frame = grab()
+            waited_ms = (time.monotonic() - start) * 1000
+            return SettleResult(quiet, waited_ms, pictures + 1, frame, 1)
+        changed_at = reports.wait(min(max(unchanged_since + window, earliest), latest) - now)
+        if changed_at > unchanged_since:
+            unchanged_since, pictures = changed_at, pictures + 1

@@ -23,10 +23,20 @@ itself and ``on_change`` refuses a decided step: it only clears watches of ended
 A desktop reset or stopped under a watch ends it. Grabs go through the caller's ``grab``, which
 takes the desktop's lock for the few milliseconds a grab lasts and answers None when a job holds
 the desktop: then the watch looks again at the next poll; it never holds a lock while it waits.
+
+Where the desktop's X server reports its damage (``vm_pool.screen.damage``, the watch's
+``reports``), nothing is grabbed on a timer: the thread sleeps until a report comes, and looks at a
+frame only once the box damaged since its last look is at least ``compare.MIN_EXTENT_PX`` wide and
+high (a caret that blinks in place never makes it so); the frame is then compared as above, and
+the screen let settle from the reports. Damage is never less than what changed, so the frames that
+are compared are the ones a poll would have found different; a watch whose reports close (its
+connection was replaced) goes on by polling.
 """
 
 import hashlib
 import logging
+import os
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -35,8 +45,9 @@ from typing import Any
 
 from vm_pool.desktop import DesktopError
 from vm_pool.screen.capture import Frame, PngEncoder
-from vm_pool.screen.compare import meaningful_change
-from vm_pool.screen.settle import wait_until_settled
+from vm_pool.screen.compare import MIN_EXTENT_PX, meaningful_change
+from vm_pool.screen.damage import DamageLost, DamageReports
+from vm_pool.screen.settle import SettleResult, wait_until_quiet, wait_until_settled
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +79,8 @@ class Watch:
     started: float = field(default_factory=time.monotonic)
     checked: float = field(default_factory=time.monotonic)
     seen: dict[bytes, None] = field(default_factory=dict)  # pictures, oldest first
+    reports: DamageReports | None = None  # the desktop's damage reports; None: poll frames
+    busy: bool = False  # a job held the desktop when the watch last wanted a frame
 
     def __post_init__(self) -> None:
         self.remember(self.baseline)
@@ -90,14 +103,18 @@ class ScreenWatcher:
         self._watches: dict[Any, Watch] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._wake_read, self._wake_write = -1, -1  # a pipe that wakes the thread, made with it
         self._encoder = PngEncoder()  # used by the watcher thread only
 
     def watch(self, watch: Watch) -> None:
         with self._lock:
             self._watches[watch.key] = watch
             if self._thread is None or not self._thread.is_alive():
+                self._wake_read, self._wake_write = os.pipe()
                 self._thread = threading.Thread(target=self._run, name="screen-watch", daemon=True)
                 self._thread.start()
+            else:
+                os.write(self._wake_write, b"w")  # a sleeping thread takes the new watch in
 
     def stop(self, key: Any) -> None:
         with self._lock:
@@ -111,7 +128,30 @@ class ScreenWatcher:
         while True:
             with self._lock:
                 watches = list(self._watches.values())
+            reported = {}
             for watch in watches:
+                if watch.reports is not None and watch.reports.closed:
+                    watch.reports = None  # its connection was replaced: poll from now on
+                if watch.reports is not None and not watch.busy:
+                    reported[watch.reports.fileno()] = watch
+            polled = len(reported) < len(watches)
+            try:
+                ready, _, _ = select.select(
+                    [self._wake_read, *reported], [], [], POLL_S if polled else OPEN_CHECK_S
+                )
+            except (OSError, ValueError):  # a connection closed meanwhile: looked at next turn
+                ready = []
+            if self._wake_read in ready:
+                os.read(self._wake_read, 4096)
+            woken = {id(reported[fd]) for fd in ready if fd in reported}
+            now = time.monotonic()
+            for watch in watches:
+                # A box read by another reader (a job's settle) wakes nobody: it is due too.
+                reports = watch.reports
+                due = id(watch) in woken or reports is None or watch.busy
+                due = due or (reports is not None and reports.damaged() is not None)
+                if not due and now - watch.checked <= OPEN_CHECK_S:
+                    continue
                 try:
                     if not self._step(watch):
                         self.stop(watch.key)
@@ -121,7 +161,8 @@ class ScreenWatcher:
                 except Exception:  # anything else ends its watch too, never the thread
                     logger.exception("watching %s failed; the watch ends", watch.key)
                     self.stop(watch.key)
-            time.sleep(POLL_S)
+            if polled:
+                time.sleep(max(0.0, now + POLL_S - time.monotonic()))
 
     def _step(self, watch: Watch) -> bool:
         now = time.monotonic()
@@ -131,9 +172,24 @@ class ScreenWatcher:
             watch.checked = now
             if not watch.still_open():
                 return False
+        reports, box = watch.reports, None
+        if reports is not None:
+            try:
+                reports.read()
+            except DamageLost:  # its connection was replaced: poll from now on
+                watch.reports = reports = None
+        if reports is not None:
+            damaged = reports.damaged()
+            if damaged is None or min(damaged.width, damaged.height) < MIN_EXTENT_PX:
+                return True  # nothing, or a caret's blink: no frame to look at
+            box = reports.take_box()
         frame = watch.grab(0.0)
         if frame is None:  # a job is using the desktop: look again at the next poll
+            if reports is not None:
+                reports.give_back(box)
+            watch.busy = True
             return True
+        watch.busy = False
         if not meaningful_change(watch.baseline, frame):
             # A grabbed frame compares byte for byte with the next grabs (a decoded PNG's
             # padding bytes may differ from the server's): the fast comparison from now on.
@@ -150,9 +206,15 @@ class ScreenWatcher:
 
         started = time.monotonic()
         try:
-            settled = wait_until_settled(
-                grab, window_ms=SETTLE_WINDOW_MS, min_ms=0, max_ms=SETTLE_MAX_MS
-            )
+            settled: SettleResult[Frame]
+            if reports is not None and not reports.closed:
+                settled = wait_until_quiet(
+                    reports, grab, window_ms=SETTLE_WINDOW_MS, min_ms=0, max_ms=SETTLE_MAX_MS
+                )
+            else:
+                settled = wait_until_settled(
+                    grab, window_ms=SETTLE_WINDOW_MS, min_ms=0, max_ms=SETTLE_MAX_MS
+                )
         except _Busy:  # decided meanwhile, most likely: still_open will tell
             return True
         waited_ms = (time.monotonic() - started) * 1000

@@ -3,7 +3,9 @@
 ``X11Controller`` connects to the display once and does everything in-process: actions go
 through XTEST (``vm_pool.x11.xtest``), frames come through MIT-SHM and are encoded as PNG
 (``vm_pool.screen.capture``), and an observation waits for the screen to settle
-(``vm_pool.screen.settle``). When ``execute`` returns, the X server has processed every event of the
+(``vm_pool.screen.settle``): from the server's damage reports where it gives them
+(``vm_pool.screen.damage``, on a connection of their own), one frame grabbed then; from frames
+compared where it does not. When ``execute`` returns, the X server has processed every event of the
 action; what the programs do with them is what settle detection waits for.
 
 Per action type: ``click``, ``left_double`` and ``right_single`` move the pointer and press and
@@ -31,11 +33,13 @@ from Xlib.display import Display
 from vm_pool.actions import ACTION_TIMEOUT_S, Action, ActionType, Platform
 from vm_pool.desktop import KeyInput, Observation, PointerInput
 from vm_pool.screen.capture import Frame, PngEncoder, ScreenGrabber
+from vm_pool.screen.damage import DamageLost, DamageReports, damage_reports
 from vm_pool.screen.settle import (
     DEFAULT_MAX_MS,
     DEFAULT_MIN_MS,
     DEFAULT_WINDOW_MS,
     SettleResult,
+    wait_until_quiet,
     wait_until_settled,
 )
 from vm_pool.x11.xtest import RIGHT_BUTTON, XTestInput
@@ -66,6 +70,7 @@ class X11Controller:
             self._input = XTestInput(self._x)
             self._grabber = ScreenGrabber(display)
             self._encoder = PngEncoder()
+            self.damage: DamageReports | None = damage_reports(display)
         except Exception:
             self._x.close()
             raise
@@ -131,6 +136,18 @@ class X11Controller:
         max_ms: float = DEFAULT_MAX_MS,
     ) -> SettleResult[Frame]:
         """Wait until the screen stops changing (see ``vm_pool.screen.settle`` for the rule)."""
+        if self.damage is not None:
+            try:
+                return wait_until_quiet(
+                    self.damage,
+                    self._grabber.grab,
+                    window_ms=window_ms,
+                    min_ms=min_ms,
+                    max_ms=max_ms,
+                )
+            except DamageLost:  # this connection's reports are gone: frames from now on
+                self.damage.close()
+                self.damage = None
         return wait_until_settled(
             self._grabber.grab, window_ms=window_ms, min_ms=min_ms, max_ms=max_ms
         )
@@ -148,7 +165,11 @@ class X11Controller:
             screen=self.screen,
             settled=result.settled,
             waited_ms=result.waited_ms,
-            extra={"frames": float(result.frames), "encode_ms": encode_ms},
+            extra={
+                "frames": float(result.frames),
+                "grabs": float(result.grabs),
+                "encode_ms": encode_ms,
+            },
             frame=result.frame,
         )
 
@@ -162,6 +183,8 @@ class X11Controller:
         finally:
             self._grabber.close()
             self._x.close()
+            if self.damage is not None:
+                self.damage.close()
 
     def __enter__(self) -> "X11Controller":
         return self
