@@ -12,10 +12,10 @@ import pytest
 
 from vm_pool.evaluation.bounds import LimitHit
 from vm_pool.evaluation.getters import GETTERS, Reading
-from vm_pool.evaluation.getters.browser import macys_facets
 from vm_pool.evaluation.metrics import METRICS, MetricError
 from vm_pool.evaluation.readers import READERS
 from vm_pool.evaluation.readers.relative_time import fill, relative_rules
+from vm_pool.evaluation.readers.urls import macys_facets, url_dash_part, url_query
 from vm_pool.evaluation.scoring import score
 from vm_pool.setup.runner import run_setup
 
@@ -481,3 +481,18 @@ def test_active_tab_html_parse_on_a_real_chromium_page(sandboxed_control, tmp_pa
     gathered = GETTERS["active_tab_html_parse"](reading, typed)
     found = READERS["active_tab_html"](str(tmp_path / gathered["file"]), None, gathered["config"])
     assert found == {"name": "James Smith"}  # the field's live value, not its markup's
+
+
+def test_the_active_urls_parts_are_read_in_the_jail_as_osworld_reads_them():
+    url = "https://www.example.com/product/12345?ref=home&tags=a,b"
+    dash = {"partIndex": -1, "needDeleteId": True, "returnType": "json", "key": "id"}
+    assert url_dash_part(None, url, dash) == {"id": "12345"}
+    assert url_dash_part(None, url, {**dash, "returnType": "string", "needDeleteId": False}) == (
+        "12345?ref=home&tags=a,b"
+    )
+    assert url_dash_part(None, url, {**dash, "partIndex": -9}) is None  # OSWorld: IndexError
+    query = {"parse_keys": ["ref", "tags"], "replace": {"ref": "from"}, "split_list": True}
+    assert url_query(None, url, query) == {"tags": ["a", "b"], "from": ["home"]}
+    assert url_query(None, None, query) is None
+    with pytest.raises(MetricError, match="parse_keys"):
+        url_query(None, url, {})

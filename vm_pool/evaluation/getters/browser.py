@@ -15,7 +15,6 @@ prefix rule are applied to it (``_address_bar``).
 
 import re
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlparse
 
 from vm_pool.evaluation.getters.base import (
     Gathered,
@@ -23,7 +22,6 @@ from vm_pool.evaluation.getters.base import (
     GetterError,
     Reading,
     read,
-    require,
     value,
 )
 from vm_pool.setup.browser import page_tabs
@@ -77,16 +75,8 @@ def active_url_from_accessTree(reading: Reading, config: dict[str, Any]) -> Gath
 
 
 def active_tab_url_parse(reading: Reading, config: dict[str, Any]) -> Gathered:
-    url = active_url(reading, config)
-    if url is None:
-        return value(None)
-    query = parse_qs(urlparse(url).query)
-    found: dict[str, Any] = {key: query.get(key, [""])[0] for key in require(config, "parse_keys")}
-    for old, new in (config.get("replace") or {}).items():
-        found[new] = found.pop(old)
-    if config.get("split_list"):
-        found = {key: found_value.split(",") for key, found_value in found.items()}
-    return value(found)
+    """The active URL's query values (read in the jail: ``readers.urls``)."""
+    return read("url_query", text=active_url(reading, config), **config)
 
 
 def active_tab_info(reading: Reading, config: dict[str, Any]) -> Gathered:
@@ -112,76 +102,13 @@ def _profile_file(reading: Reading, name: str) -> str | None:
 
 
 def url_dashPart(reading: Reading, config: dict[str, Any]) -> Gathered:  # noqa: N802
-    """One ``/``-separated part of the active tab's URL (``partIndex``, Python's indexing),
-    before its query with ``needDeleteId``; as a string, or ``{key: part}`` with
-    ``returnType`` "json"."""
-    url = active_url(reading, config)
-    try:
-        index = int(require(config, "partIndex"))
-    except (TypeError, ValueError):
-        return value(None)
-    parts = url.split("/") if url is not None else []
-    # Deliberate difference from OSWorld: a negative index past the start is None here, where
-    # OSWorld's getter raises an IndexError.
-    if url is None or not -len(parts) <= index < len(parts):
-        return value(None)
-    part = parts[index]
-    if config.get("needDeleteId", False):
-        part = part.split("?")[0]
-    if config.get("returnType") == "string":
-        return value(part)
-    if config.get("returnType") == "json":
-        return value({require(config, "key"): part})
-    return value(None)
+    """One ``/``-separated part of the active URL (read in the jail: ``readers.urls``)."""
+    return read("url_dash_part", text=active_url(reading, config), **config)
 
 
 def url_path_parse(reading: Reading, config: dict[str, Any]) -> Gathered:
-    """OSWorld's Macy's product-listing URL parse (``get_macys_product_url_parse``): flags for
-    men's clothing, shirts and short sleeves in the path, and the facet values of the path's
-    ``keys,…/values,…`` pair named by ``parse_keys``."""
-    url = active_url(reading, config)
-    return value(None if url is None else macys_facets(url, require(config, "parse_keys")))
-
-
-def macys_facets(url: str, parse_keys: list[str]) -> dict[str, Any]:
-    path = unquote(urlparse(url).path)
-    parts = path.strip("/").split("/")
-    facets: dict[str, Any] = {}
-    shirts, short_sleeve = "shirts" in path, "short-sleeve" in path
-    for names, values in zip(parts, parts[1:], strict=False):
-        if "," in names and "," in values:
-            keys = [k.strip() for k in names.split(",")]
-            for key, found in zip(keys, [v.strip() for v in values.split(",")], strict=False):
-                if key == "Price_discount_range":
-                    facets[key] = [item.strip() for item in found.split("|")] if found else None
-                else:
-                    facets[key] = found or None
-                shirts |= key == "Product_department" and found in ("shirts", "Shirts", "Shirt")
-                short_sleeve |= key == "Sleeve_length" and found in (
-                    "short-sleeve",
-                    "Short Sleeve",
-                )
-            break
-    for key in ("Men_regular_size_t", "Price_discount_range"):
-        facets.setdefault(key, None)
-    result: dict[str, Any] = {
-        "mens_clothing": True if "mens-clothing" in path else None,
-        "shirts": True if shirts else None,
-        "short_sleeve": True if short_sleeve else None,
-    }
-    for key in parse_keys:
-        if key not in facets:
-            continue
-        if key == "Price_discount_range":
-            ranges = facets[key] or []
-            half = "50_PERCENT_ off & more" in ranges and not {
-                "30_PERCENT_ off & more",
-                "20_PERCENT_ off & more",
-            } & set(ranges)
-            result[key] = "50_PERCENT_ off & more" if half else "not_50_PERCENT_ off & more"
-        else:
-            result[key] = facets[key]
-    return result
+    """OSWorld's Macy's product-listing URL facets (read in the jail: ``readers.urls``)."""
+    return read("url_path_facets", text=active_url(reading, config), **config)
 
 
 def bookmarks(reading: Reading, config: dict[str, Any]) -> Gathered:

@@ -28,6 +28,7 @@ from vm_pool.evaluation.readers import (
     files,
     relative_time,
     slides,
+    urls,
 )
 from vm_pool.evaluation.readers.base import Reader, Unreadable
 
@@ -41,4 +42,5 @@ READERS: dict[str, Reader] = {
     **accessibility.READERS,
     **apps.READERS,
     **slides.READERS,
+    **urls.READERS,
 }
