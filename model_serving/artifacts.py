@@ -34,3 +34,15 @@ def download_folder(prefix: str, into: Path) -> None:
             (into / name).write_bytes(source.read())
     for directory in directories:
         download_folder(f"{prefix}/{directory}", into / directory)
+
+
+def delete_folder(prefix: str) -> None:
+    """Remove the storage folder ``prefix`` and everything under it (nothing if absent)."""
+    try:
+        directories, files = default_storage.listdir(prefix)
+    except FileNotFoundError:
+        return
+    for name in files:
+        default_storage.delete(f"{prefix}/{name}")
+    for directory in directories:
+        delete_folder(f"{prefix}/{directory}")

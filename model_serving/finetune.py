@@ -4,8 +4,9 @@ Lifecycle: ``queued`` → ``running`` → ``succeeded`` | ``failed`` | ``cancell
 
 - ``create_job`` checks everything that can be checked before a GPU is involved (the base
   model is one the deployment knows or a path, the stages and settings make a valid
-  ``TrainingSpec``, the version name is free) and queues the job after commit. The web process
-  never trains.
+  ``TrainingSpec``, the version name is free, no row is longer than ``max_length``:
+  ``training.lengths``) and queues the job after commit. The web process never trains.
+  ``estimate_cost`` says beforehand what a job would cost (``training.cost``).
 - ``run_job`` (the worker) copies the pinned dataset files and checks their sha256s, trains
   (``model_serving.training.trainer``), writes the adapter, the training arguments, the
   datasets used and the library versions through Django's storage under
@@ -23,6 +24,10 @@ delivery that finds the job running with a heartbeat younger than
 retried later instead (``AttemptAlive``); one that finds it older takes over as a new attempt,
 in a new artifacts folder. Every write of an attempt names its number, so an attempt that was
 taken over can neither report nor register anything: it stops at its next step.
+
+**Checkpoints.** An attempt stores a checkpoint every ``checkpoint_steps`` steps and each
+finished stage's adapter (``model_serving.checkpoints``); the attempt that takes over resumes
+from them, its loss curve kept up to that point. The job's end removes them.
 """
 
 import json
@@ -36,22 +41,26 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
+from django.db.models import F, JSONField, Value
+from django.db.models.expressions import CombinedExpression
 from django.utils import timezone
 
 from backend import attempts
 from backend.celery import send_after_commit
 from backend.errors import DomainError
 from model_serving.artifacts import MissingArtifacts, download_folder, upload_folder
+from model_serving.checkpoints import StoredCheckpoints
 from model_serving.evaluation import is_held_out
 from model_serving.models import FINAL_STATUSES, FineTuneJob, JobStatus, ModelVersion
-from model_serving.training import data
+from model_serving.training import cost, data, lengths
+from model_serving.training.resume import ResumePoint
 from model_serving.training.spec import (
     SpecError,
     Stage,
     TrainingSpec,
-    hyperparameters,
     lora_settings,
 )
+from model_serving.training.spec import hyperparameters as hyperparameters_of
 from model_serving.versions import is_adapter_name
 
 logger = logging.getLogger(__name__)
@@ -93,7 +102,7 @@ def spec_of(job: FineTuneJob, parent_adapter: str = "") -> TrainingSpec:
         base_model_path=job.base_model_path,
         stages=tuple(Stage.from_json(stage) for stage in job.stages),
         lora=lora_settings(job.lora),
-        hyperparameters=hyperparameters(job.hyperparameters),
+        hyperparameters=hyperparameters_of(job.hyperparameters),
         parent_adapter=parent_adapter,
     )
 
@@ -142,15 +151,76 @@ def create_job(
         created_by=created_by,
     )
     try:
-        spec_of(job).validate()
+        spec = spec_of(job)
+        spec.validate()
     except SpecError as error:
         raise JobRejected(str(error)) from None
+    counter = lengths.TokenCounter.for_base(path)
+    for stage in spec.stages:
+        try:
+            lengths.refuse_too_long(
+                stage_lengths(stage, counter),
+                spec.hyperparameters.max_length,
+                stage.dataset.export_id,
+            )
+        except lengths.RowTooLong as error:
+            estimated = "" if counter.exact else " (text tokens estimated)"
+            raise JobRejected(f"{error}{estimated}") from None
     with transaction.atomic():
         job.save()
         send_after_commit(
             "model_serving.jobs.run_finetune_job", [job.pk], settings.TANDEM_TRAIN_QUEUE
         )
     return job
+
+
+def stage_lengths(stage: Stage, counter: lengths.TokenCounter) -> list[lengths.RowLength]:
+    """Every row's tokens in the stage's export, read from storage (text and image headers)."""
+    shards = []
+    try:
+        for file in stage.dataset.parquet_files:
+            shards.append(_open(f"{stage.dataset.location.rstrip('/')}/{file.name}"))
+        return lengths.row_lengths(shards, stage.kind, counter)
+    except (OSError, ValueError) as error:
+        raise JobRejected(f"export {stage.dataset.export_id} cannot be measured: {error}") from None
+    finally:
+        for shard in shards:
+            shard.close()
+
+
+def estimate_cost(
+    stages: list[Stage],
+    base_model: str,
+    hyperparameters: dict[str, Any] | None = None,
+    parent_version: ModelVersion | None = None,
+) -> dict[str, Any]:
+    """What a job with these settings would cost (``training.cost``): rows, tokens per row,
+    GPU memory and hours on the measured card, and the rows longer than ``max_length``."""
+    if parent_version is not None:
+        base_model = base_model or parent_version.base_model
+    path = parent_version.base_model_path if parent_version is not None else ""
+    path = path or resolve_base_model(base_model)
+    try:
+        hp = hyperparameters_of(hyperparameters)
+    except SpecError as error:
+        raise JobRejected(str(error)) from None
+    counter = lengths.TokenCounter.for_base(path)
+    measured = [(stage, stage_lengths(stage, counter)) for stage in stages]
+    estimate = cost.estimate(
+        [(stage.kind, [row.tokens for row in rows]) for stage, rows in measured],
+        hp,
+        cost.architecture(path, base_model),
+    )
+    estimate["max_length"] = hp.max_length
+    estimate["text_tokens"] = "counted" if counter.exact else "estimated"
+    estimate["too_long"] = [
+        {"export": stage.dataset.export_id, "row": row.name(stage.dataset.export_id)}
+        | {"tokens": row.tokens}
+        for stage, rows in measured
+        for row in rows
+        if row.tokens > hp.max_length
+    ]
+    return estimate
 
 
 def cancel_job(job_id: int) -> FineTuneJob:
@@ -173,7 +243,6 @@ class _JobReporter:
     def __init__(self, job: FineTuneJob) -> None:
         self.job_id = job.pk
         self.attempt = job.attempt
-        self.curve: list[dict[str, Any]] = []
         self.lines: list[str] = []
 
     def _write(self, **fields: Any) -> None:
@@ -185,9 +254,25 @@ class _JobReporter:
         self._write(progress=round(fraction, 4))
 
     def loss(self, stage: int, kind: str, step: int, logs: dict[str, float]) -> None:
+        # Appended in the database (jsonb ||): a step writes its point, not the whole curve.
         point = {"stage": stage + 1, "kind": kind, "step": step, "loss": logs["loss"]}
-        self.curve.append(point)
-        self._write(loss_curve=self.curve)
+        self._write(
+            loss_curve=CombinedExpression(
+                F("loss_curve"), "||", Value([point], JSONField()), output_field=JSONField()
+            )
+        )
+
+    def resume_from(self, point: ResumePoint) -> None:
+        """Keep the curve up to where the run resumes: the finished stages, and the stage in
+        progress up to its checkpoint."""
+        stage = len(point.finished) + 1
+        FineTuneJob.objects.filter(pk=self.job_id, attempt=self.attempt).update(
+            loss_curve=[
+                p
+                for p in FineTuneJob.objects.get(pk=self.job_id).loss_curve
+                if p["stage"] < stage or (p["stage"] == stage and p["step"] <= point.step)
+            ]
+        )
 
     def logs_with(self, line: str) -> str:
         """The log with ``line`` added, as stored."""
@@ -205,6 +290,10 @@ class _JobReporter:
             status=JobStatus.RUNNING,
             cancel_requested=False,
         ).exists()
+
+    def owns_job(self) -> bool:
+        """No newer attempt has taken the job over."""
+        return FineTuneJob.objects.filter(pk=self.job_id, attempt=self.attempt).exists()
 
     def finish(self, status: str, error: str = "") -> None:
         FineTuneJob.objects.filter(pk=self.job_id, attempt=self.attempt).exclude(
@@ -229,8 +318,7 @@ def _claim(job_id: int) -> FineTuneJob | None:
         job.status = JobStatus.RUNNING
         job.started_at = now
         job.progress = 0.0
-        job.loss_curve = []
-        job.save()
+        job.save()  # the loss curve is kept up to the resume point (``resume_from``)
     return job
 
 
@@ -239,6 +327,7 @@ def run_job(job_id: int) -> str:
     from model_serving.training.trainer import (  # weight: torch and TRL, train workers only
         TrainingCancelled,
         TrainingFailed,
+        check_lengths,
         train,
     )
 
@@ -247,9 +336,12 @@ def run_job(job_id: int) -> str:
         return "skipped"
     reporter = _JobReporter(job)
     prefix = f"finetune/job-{job.pk}/attempt-{job.attempt}"
+    checkpoints = StoredCheckpoints(job.pk)
     try:
         with tempfile.TemporaryDirectory(prefix=f"tandem-finetune-{job.pk}-") as tmp:
             workdir = Path(tmp)
+            resume = checkpoints.resume_point(workdir / "resume")
+            reporter.resume_from(resume)
             parent_adapter = ""
             parent = job.parent_version
             if parent is not None and parent.adapter_location:
@@ -257,12 +349,14 @@ def run_job(job_id: int) -> str:
                 download_folder(parent.adapter_location, workdir / "parent")
                 parent_adapter = str(workdir / "parent")
             spec = spec_of(job, parent_adapter)
-            tables = []
+            tables, shards = [], []
             for index, stage in enumerate(spec.stages):
                 reporter.log(f"fetching export {stage.dataset.export_id} ({stage.kind})")
                 paths = data.fetch(stage.dataset, _open, workdir / f"data-{index + 1}")
-                tables.append(data.load(stage.dataset, paths, is_held_out))
-            outcome = train(spec, tables, workdir, reporter)
+                shards.append(paths)
+                tables.append(data.load(stage.dataset, paths, is_held_out, workdir / "tables"))
+            check_lengths(spec, shards)
+            outcome = train(spec, tables, workdir, reporter, checkpoints, resume)
             reporter.log("storing the adapter and the training record")
             adapter_files = upload_folder(outcome.adapter_dir, f"{prefix}/adapter")
             record = {
@@ -283,17 +377,25 @@ def run_job(job_id: int) -> str:
             )
     except TrainingCancelled as stopped:
         reporter.log(str(stopped))
-        reporter.finish(JobStatus.CANCELLED, str(stopped))
-        return JobStatus.CANCELLED
+        return _end(reporter, checkpoints, JobStatus.CANCELLED, str(stopped))
     except (SpecError, data.DatasetUnusable, TrainingFailed, MissingArtifacts) as error:
         reporter.log(f"failed: {error}")
-        reporter.finish(JobStatus.FAILED, str(error))
-        return JobStatus.FAILED
+        return _end(reporter, checkpoints, JobStatus.FAILED, str(error))
     except Exception as error:
         logger.exception("fine-tuning job %s failed", job.pk)
-        reporter.finish(JobStatus.FAILED, f"{type(error).__name__}: {error}")
-        return JobStatus.FAILED
-    return _register(job, reporter, prefix, record)
+        return _end(reporter, checkpoints, JobStatus.FAILED, f"{type(error).__name__}: {error}")
+    status = _register(job, reporter, prefix, record)
+    if status != "superseded":
+        checkpoints.remove()
+    return status
+
+
+def _end(reporter: _JobReporter, checkpoints: StoredCheckpoints, status: str, error: str) -> str:
+    """The attempt ends the job: its checkpoints go (only a worker that died keeps them)."""
+    if reporter.owns_job():
+        checkpoints.remove()
+    reporter.finish(status, error)
+    return status
 
 
 def _register(job: FineTuneJob, reporter: _JobReporter, prefix: str, record: dict[str, Any]) -> str:

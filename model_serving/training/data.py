@@ -2,9 +2,9 @@
 
 Each file is streamed to a local folder while its sha256 is computed; a file whose hash is not
 the one pinned when the job was created (the export changed, or was damaged) stops the run
-before any training. The Parquet files are then loaded with ``datasets`` as one table; a
-dataset without rows, without the columns its kind needs, or with rows from held-out
-episodes (``model_serving.evaluation``), is refused with the reason.
+before any training. The Parquet files are then loaded with ``datasets`` as one table (its
+Arrow copy in the job's folder); a dataset without rows, without the columns its kind needs,
+or with rows from held-out episodes (``model_serving.evaluation``), is refused with the reason.
 """
 
 import hashlib
@@ -51,11 +51,15 @@ def fetch(ref: DatasetRef, open_file: Callable[[str], IO[bytes]], into: Path) ->
     return paths
 
 
-def load(ref: DatasetRef, paths: list[Path], held_out: Callable[[int], bool]) -> Any:
+def load(
+    ref: DatasetRef, paths: list[Path], held_out: Callable[[int], bool], cache_dir: Path
+) -> Any:
     """The rows of the export as one ``datasets.Dataset``; refused when a row comes from an
-    episode ``held_out`` says is kept for evaluation (the ``episode_id`` column)."""
-    import datasets
-    import pyarrow.parquet as pq
+    episode ``held_out`` says is kept for evaluation (the ``episode_id`` column). Its Arrow
+    copy, and every table the trainers derive from it, go to ``cache_dir`` (the job's own
+    folder, removed with it), never to the global Hugging Face cache."""
+    import datasets  # weight: datasets, train workers only
+    import pyarrow.parquet as pq  # weight: pyarrow, train workers only
 
     if not paths:
         raise DatasetUnusable(f"export {ref.export_id} has no Parquet files")
@@ -70,7 +74,11 @@ def load(ref: DatasetRef, paths: list[Path], held_out: Callable[[int], bool]) ->
         raise DatasetUnusable(f"export {ref.export_id} ({ref.kind}) has no rows to train on")
     try:
         table = datasets.load_dataset(
-            "parquet", data_files=[str(p) for p in paths], split="train", keep_in_memory=False
+            "parquet",
+            data_files=[str(p) for p in paths],
+            split="train",
+            keep_in_memory=False,
+            cache_dir=str(cache_dir),
         )
     except Exception as error:  # noqa: BLE001 - pyarrow and datasets raise many kinds
         raise DatasetUnusable(

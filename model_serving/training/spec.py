@@ -97,7 +97,18 @@ class Hyperparameters:
     beta: float = 0.1  # DPO's
     seed: int = 42
     bf16: bool | None = None  # None: wherever the GPU supports it
-    gradient_checkpointing: bool = False  # trades compute for memory on long screenshots
+    # On by default: without it a 7B row of five 1080p screenshots needs 124 GiB (issue 30);
+    # always non-reentrant, so that frozen inputs need no gradient hooks.
+    gradient_checkpointing: bool = True
+    # The longest row (visual and text tokens) a job takes; a longer one is refused by name
+    # before the job starts, since truncating it would cut image tokens out of its prompt.
+    max_length: int = 16384
+    # A checkpoint goes to storage every this many optimizer steps; a job whose worker died
+    # resumes from the last one.
+    checkpoint_steps: int = 50
+    # Processes that build pixel values off the training process; None: 4 on a GPU, 0 on the
+    # CPU (where forking them costs more than the tiny images do).
+    dataloader_workers: int | None = None
 
 
 def _build(cls: type, data: dict[str, Any] | None, what: str) -> Any:
@@ -129,6 +140,10 @@ def hyperparameters(data: dict[str, Any] | None) -> Hyperparameters:
         raise SpecError("give epochs > 0 or max_steps > 0")
     if hp.beta <= 0:
         raise SpecError("beta must be > 0")
+    if hp.max_length < 1 or hp.checkpoint_steps < 1:
+        raise SpecError("max_length and checkpoint_steps must be ≥ 1")
+    if hp.dataloader_workers is not None and hp.dataloader_workers < 0:
+        raise SpecError("dataloader_workers must be ≥ 0 (or null: chosen by the device)")
     return hp
 
 

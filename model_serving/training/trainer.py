@@ -1,8 +1,21 @@
 """Runs a fine-tuning spec with TRL: ``SFTTrainer`` and ``DPOTrainer`` on one LoRA adapter.
 
 The base model is loaded once; the first stage wraps it with the LoRA adapter (or continues a
-parent version's adapter), later stages train the same adapter further. Every stage uses
-``max_length=None``: truncation would cut image tokens out of a prompt and break it.
+parent version's adapter), later stages train the same adapter further. TRL is given
+``max_length=None``: truncation would cut image tokens out of a prompt and break it; instead
+every row is measured first (``lengths``) and a run with a row past ``max_length`` fails
+before its first step, naming the row.
+
+Defaults that fit one 80 GB card with a 7B base and five 1080p screenshots a row (issue 30):
+gradient checkpointing, non-reentrant; the vision tower frozen, outside autograd and run once
+per distinct screenshot a step (``vision``); bf16 where the GPU has it; flash-attention where
+it is installed, else PyTorch's SDPA.
+
+**Checkpoints.** Every ``checkpoint_steps`` steps the stage's trainer checkpoint (adapter,
+optimizer, scheduler, random states) goes to a ``Checkpoints`` store, and each finished
+stage leaves its adapter there. A run that finds a resume point there (its worker died)
+skips the finished stages, continues from their adapter, and resumes the stage in progress
+from its last checkpoint: the same data order, the same optimizer state.
 
 A ``Reporter`` hears about progress and every logged loss, and is asked between steps whether
 the run was cancelled; a cancelled run stops after the step in progress and raises
@@ -16,6 +29,7 @@ checkpoint's tokenizer and PIL image processor without the video part; screensho
 so training sees exactly the same inputs.
 """
 
+import importlib.util
 import json
 import logging
 import re
@@ -25,7 +39,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
+import torch
+
+from model_serving.training import lengths
+from model_serving.training.resume import Checkpoints, ResumePoint
 from model_serving.training.spec import Hyperparameters, LoraSettings, TrainingSpec
+from model_serving.training.vision import FrozenVisionTower
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +89,11 @@ def library_versions() -> dict[str, str]:
 
 def load_processor(path: str) -> Any:
     """The checkpoint's processor (see the module docstring for the case without torchvision)."""
-    from transformers import AutoProcessor, AutoTokenizer, ProcessorMixin
+    from transformers import (  # weight: transformers, train workers only
+        AutoProcessor,
+        AutoTokenizer,
+        ProcessorMixin,
+    )
 
     try:
         processor = AutoProcessor.from_pretrained(path)
@@ -79,7 +102,10 @@ def load_processor(path: str) -> Any:
         processor = None
     if isinstance(processor, ProcessorMixin):
         return processor
-    from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessorPil
+    from transformers import (  # weight: transformers, train workers only
+        Qwen2_5_VLProcessor,
+        Qwen2VLImageProcessorPil,
+    )
 
     class ImageOnlyProcessor(Qwen2_5_VLProcessor):
         @classmethod
@@ -95,13 +121,24 @@ def load_processor(path: str) -> Any:
     )
 
 
-def _callback(reporter: Reporter, stage: int, kind: str, stages: int) -> Any:
-    from transformers import TrainerCallback
+def _callback(
+    reporter: Reporter,
+    stage: int,
+    kind: str,
+    stages: int,
+    tower: FrozenVisionTower,
+    checkpoints: Checkpoints,
+) -> Any:
+    from transformers import TrainerCallback  # weight: transformers, train workers only
 
     class JobCallback(TrainerCallback):
-        """Reports losses and progress, and stops the trainer once the run is cancelled."""
+        """Reports losses and progress, starts each step with an empty vision cache, stores
+        checkpoints, and stops the trainer once the run is cancelled."""
 
         stopped = False
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+            tower.new_step()
 
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **_: Any) -> None:
             numbers = {k: float(v) for k, v in (logs or {}).items() if isinstance(v, int | float)}
@@ -114,6 +151,11 @@ def _callback(reporter: Reporter, stage: int, kind: str, stages: int) -> Any:
             if reporter.cancelled():
                 self.stopped = True
                 control.should_training_stop = True
+                control.should_save = False  # a cancelled or superseded run stores nothing
+
+        def on_save(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            checkpoints.save_step(stage, folder, state.global_step)
 
     return JobCallback()
 
@@ -127,7 +169,7 @@ def language_model_modules(names: tuple[str, ...]) -> str:
 
 
 def _lora_config(lora: LoraSettings) -> Any:
-    from peft import LoraConfig
+    from peft import LoraConfig  # weight: peft, train workers only
 
     return LoraConfig(
         r=lora.r,
@@ -142,13 +184,25 @@ def _bf16(hp: Hyperparameters) -> bool:
     """bf16 as asked; by default wherever the GPU supports it (never on the CPU)."""
     if hp.bf16 is not None:
         return hp.bf16
-    import torch
-
     return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
+def attention() -> str:
+    """flash-attention where it is installed with a GPU (the ``train`` extra's ``flash``),
+    PyTorch's SDPA everywhere else."""
+    if torch.cuda.is_available() and importlib.util.find_spec("flash_attn") is not None:
+        return "flash_attention_2"
+    return "sdpa"
+
+
+def _workers(hp: Hyperparameters) -> int:
+    if hp.dataloader_workers is not None:
+        return hp.dataloader_workers
+    return 4 if torch.cuda.is_available() else 0
+
+
 def _arguments(kind: str, hp: Hyperparameters, output_dir: Path) -> Any:
-    from trl import DPOConfig, SFTConfig
+    from trl import DPOConfig, SFTConfig  # weight: TRL, train workers only
 
     common: dict[str, Any] = {
         "output_dir": str(output_dir),
@@ -160,10 +214,14 @@ def _arguments(kind: str, hp: Hyperparameters, output_dir: Path) -> Any:
         "seed": hp.seed,
         "bf16": _bf16(hp),
         "gradient_checkpointing": hp.gradient_checkpointing,
+        "gradient_checkpointing_kwargs": {"use_reentrant": False},
+        "dataloader_num_workers": _workers(hp),
         "logging_steps": 1,
-        "save_strategy": "no",
+        "save_strategy": "steps",
+        "save_steps": hp.checkpoint_steps,
+        "save_total_limit": 1,  # the store keeps the last one; the local disk needs no more
         "report_to": [],
-        "max_length": None,
+        "max_length": None,  # rows are measured against hp.max_length before training
         "disable_tqdm": True,
     }
     if kind == "dpo":
@@ -171,29 +229,66 @@ def _arguments(kind: str, hp: Hyperparameters, output_dir: Path) -> Any:
     return SFTConfig(**common)
 
 
+def load_model(path: str, hp: Hyperparameters) -> Any:
+    """The base model with the vision tower frozen (``vision``), in bf16 where it applies."""
+    from transformers import AutoModelForImageTextToText  # weight: transformers
+
+    dtype = torch.bfloat16 if _bf16(hp) else torch.float32
+    return AutoModelForImageTextToText.from_pretrained(
+        path, dtype=dtype, attn_implementation=attention()
+    )
+
+
+def check_lengths(spec: TrainingSpec, shards: list[list[Path]]) -> None:
+    """Fail before training when a row is longer than ``max_length`` (``lengths``)."""
+    counter = lengths.TokenCounter.for_base(spec.base_model_path)
+    for stage, paths in zip(spec.stages, shards, strict=True):
+        measured = lengths.row_lengths(paths, stage.kind, counter)
+        try:
+            lengths.refuse_too_long(
+                measured, spec.hyperparameters.max_length, stage.dataset.export_id
+            )
+        except lengths.RowTooLong as error:
+            raise TrainingFailed(str(error)) from None
+
+
 def train(
-    spec: TrainingSpec, tables: list[Any], workdir: Path, reporter: Reporter
+    spec: TrainingSpec,
+    tables: list[Any],
+    workdir: Path,
+    reporter: Reporter,
+    checkpoints: Checkpoints,
+    resume: ResumePoint | None = None,
 ) -> TrainingOutcome:
-    """Run every stage of ``spec`` on its loaded dataset (``tables``, in stage order)."""
-    import torch
-    from peft import PeftModel
-    from transformers import AutoModelForImageTextToText
-    from trl import DPOTrainer, SFTTrainer
+    """Run every stage of ``spec`` on its loaded dataset (``tables``, in stage order) from
+    ``resume`` (where an earlier attempt left off), storing ``checkpoints`` as it goes."""
+    from peft import PeftModel  # weight: peft, train workers only
+    from trl import DPOTrainer, SFTTrainer  # weight: TRL, train workers only
 
     spec.validate()
     reporter.log(f"loading {spec.base_model_path}")
     try:
         processor = load_processor(spec.base_model_path)
-        dtype = torch.bfloat16 if _bf16(spec.hyperparameters) else torch.float32
-        model: Any = AutoModelForImageTextToText.from_pretrained(spec.base_model_path, dtype=dtype)
+        model: Any = load_model(spec.base_model_path, spec.hyperparameters)
     except (OSError, ValueError) as error:
         raise TrainingFailed(
             f"cannot load the base model {spec.base_model_path}: {error}"
         ) from error
-    if spec.parent_adapter:
-        model = PeftModel.from_pretrained(model, spec.parent_adapter, is_trainable=True)
+    tower = FrozenVisionTower.install(model)
+    resume = resume or ResumePoint()
+    adapter = resume.adapter or (Path(spec.parent_adapter) if spec.parent_adapter else None)
+    if adapter is not None:
+        model = PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
+    if resume.finished or resume.checkpoint:
+        reporter.log(
+            f"resuming after {len(resume.finished)} finished stages"
+            + (f" from {resume.checkpoint.name}" if resume.checkpoint else "")
+        )
     outcome = TrainingOutcome(adapter_dir=workdir / "adapter", libraries=library_versions())
+    outcome.stages = list(resume.finished)
     for index, (stage, table) in enumerate(zip(spec.stages, tables, strict=True)):
+        if index < len(resume.finished):
+            continue
         if reporter.cancelled():
             raise TrainingCancelled(f"cancelled before stage {index + 1}")
         reporter.log(
@@ -201,10 +296,11 @@ def train(
             f"{stage.dataset.export_id} ({table.num_rows} rows)"
         )
         arguments = _arguments(stage.kind, spec.hyperparameters, workdir / f"stage-{index + 1}")
-        callback = _callback(reporter, index, stage.kind, len(spec.stages))
+        callback = _callback(reporter, index, stage.kind, len(spec.stages), tower, checkpoints)
         trainer_class = DPOTrainer if stage.kind == "dpo" else SFTTrainer
         wrapped = isinstance(model, PeftModel)
         started = time.monotonic()
+        from_checkpoint = resume.checkpoint if index == len(resume.finished) else None
         try:
             trainer = trainer_class(
                 model=model,
@@ -214,7 +310,9 @@ def train(
                 peft_config=None if wrapped else _lora_config(spec.lora),
                 callbacks=[callback],
             )
-            result = trainer.train()
+            result = trainer.train(
+                resume_from_checkpoint=str(from_checkpoint) if from_checkpoint else None
+            )
         except (ValueError, KeyError, TypeError, RuntimeError) as error:
             raise TrainingFailed(
                 f"stage {index + 1} ({stage.kind} on export {stage.dataset.export_id}) "
@@ -223,17 +321,21 @@ def train(
         if callback.stopped:
             raise TrainingCancelled(f"cancelled during stage {index + 1}")
         model = trainer.model
-        outcome.stages.append(
-            {
-                "kind": stage.kind,
-                "export_id": stage.dataset.export_id,
-                "rows": table.num_rows,
-                "steps": trainer.state.global_step,
-                "train_loss": result.training_loss,
-                "seconds": round(time.monotonic() - started, 3),
-                "arguments": json.loads(arguments.to_json_string()),
-            }
-        )
+        record = {
+            "kind": stage.kind,
+            "export_id": stage.dataset.export_id,
+            "rows": table.num_rows,
+            "steps": trainer.state.global_step,
+            "train_loss": result.training_loss,
+            "seconds": round(time.monotonic() - started, 3),
+            "arguments": json.loads(arguments.to_json_string()),
+            "vision_tower": asdict(tower.counts),
+        }
+        outcome.stages.append(record)
+        if index + 1 < len(spec.stages):
+            stage_adapter = workdir / f"stage-{index + 1}-adapter"
+            model.save_pretrained(str(stage_adapter), selected_adapters=[ADAPTER])
+            checkpoints.save_stage(index, stage_adapter, record)
     model.save_pretrained(str(outcome.adapter_dir), selected_adapters=[ADAPTER])
     (outcome.adapter_dir / "tandem_training.json").write_text(
         json.dumps(

@@ -1,0 +1,130 @@
+"""What a fine-tuning job will cost before it starts: GPU memory and GPU hours, from measurements.
+
+``MEASURED`` is the one place the measured figures live. They come from Tandem's own trainer on
+rows from Tandem's own exporter (five 1920×1080 screenshots at UI-TARS-1.5's image limits), a
+random-weight Qwen2.5-VL-7B in bf16, with the defaults this trainer uses (gradient checkpointing
+on and non-reentrant, the vision tower frozen and outside autograd): issue 30 and
+``../shared/BENCH.md`` ("GPU benchmark"); ``make bench-gpu`` measures them again.
+
+A job's estimate scales them to the job's rows, under three stated assumptions:
+
+- time grows with a row's tokens and with the model's parameters (the matrix products
+  dominate; attention's quadratic part is small at these lengths);
+- memory is the bf16 weights plus activations that grow with the longest row's tokens, the
+  batch size and the parameters;
+- a base of another size in the same family (3B) is scaled by its parameters and says so.
+
+A base whose architecture has no figures (the demo's tiny model) gets rows and tokens, and no
+GPU estimate, with the reason.
+"""
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from model_serving.training.spec import Hyperparameters
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Measurement:
+    architecture: str
+    parameters: float
+    card: str
+    tokens_per_row: int
+    sft_s_per_row: float
+    sft_peak_gib: float
+    dpo_s_per_pair: float
+    dpo_peak_gib: float
+    source: str
+
+
+MEASURED = Measurement(
+    architecture="qwen2.5-vl-7b",
+    parameters=8.29e9,
+    card="NVIDIA H200",
+    tokens_per_row=14_230,
+    sft_s_per_row=4.10,
+    sft_peak_gib=25.8,
+    dpo_s_per_pair=17.9,
+    dpo_peak_gib=34.1,
+    source="issue 30 / BENCH.md 'GPU benchmark', measured 2026-11-26 on an H200 "
+    "(checkpointing on, vision tower frozen under no_grad)",
+)
+
+# Qwen2.5-VL sizes by the language model's hidden size, with their parameter counts.
+ARCHITECTURES = {3584: ("qwen2.5-vl-7b", 8.29e9), 2048: ("qwen2.5-vl-3b", 3.75e9)}
+
+
+def architecture(base_model_path: str, base_model: str) -> tuple[str, float] | None:
+    """The base's Qwen2.5-VL size: from its ``config.json`` where readable, else its name."""
+    try:
+        config = json.loads((Path(base_model_path) / "config.json").read_text())
+    except (OSError, ValueError):
+        config = None
+    if config is not None:
+        hidden = (config.get("text_config") or config).get("hidden_size")
+        return ARCHITECTURES.get(int(hidden)) if hidden else None
+    name = base_model.lower()
+    for known, parameters in ARCHITECTURES.values():
+        if known.rsplit("-", 1)[1] in name.replace("_", "-").split("-"):
+            return known, parameters
+    return None
+
+
+def estimate(
+    kind_tokens: list[tuple[str, list[int]]],
+    hp: Hyperparameters,
+    arch: tuple[str, float] | None,
+) -> dict[str, Any]:
+    """The job's cost: per stage (its kind and its rows' tokens) and in all."""
+    stages = []
+    for kind, tokens in kind_tokens:
+        rows = len(tokens)
+        trained = (
+            hp.max_steps * hp.batch_size * hp.gradient_accumulation_steps
+            if hp.max_steps > 0
+            else rows * hp.epochs
+        )
+        stage: dict[str, Any] = {
+            "kind": kind,
+            "rows": rows,
+            "rows_trained": round(trained, 1),
+            "tokens_per_row": {
+                "min": min(tokens, default=0),
+                "median": round(statistics.median(tokens)) if tokens else 0,
+                "max": max(tokens, default=0),
+            },
+        }
+        if arch is not None and tokens:
+            stage |= _gpu(kind, tokens, trained, hp.batch_size, arch[1])
+        stages.append(stage)
+    total: dict[str, Any] = {"stages": stages, "card": MEASURED.card, "source": MEASURED.source}
+    if arch is None:
+        total["gpu"] = None
+        total["reason"] = "no measured figures for this base's architecture"
+        return total
+    total["architecture"] = arch[0]
+    total["scaled_from"] = None if arch[0] == MEASURED.architecture else MEASURED.architecture
+    total["gpu_hours"] = round(sum(s.get("gpu_hours", 0.0) for s in stages), 3)
+    total["gpu_memory_gib"] = max((s.get("gpu_memory_gib", 0.0) for s in stages), default=0.0)
+    return total
+
+
+def _gpu(kind: str, tokens: list[int], trained: float, batch: int, parameters: float) -> dict:
+    m = MEASURED
+    seconds, peak = (
+        (m.dpo_s_per_pair, m.dpo_peak_gib) if kind == "dpo" else (m.sft_s_per_row, m.sft_peak_gib)
+    )
+    size = parameters / m.parameters
+    weights = 2 * m.parameters / GIB  # bf16
+    per_token_s = seconds / m.tokens_per_row * size
+    per_token_gib = (peak - weights) / m.tokens_per_row * size
+    mean_tokens = sum(tokens) / len(tokens)
+    return {
+        "gpu_hours": round(per_token_s * mean_tokens * trained / 3600, 3),
+        "gpu_memory_gib": round(2 * parameters / GIB + per_token_gib * max(tokens) * batch, 1),
+    }
