@@ -27,6 +27,7 @@ BENCHMARKS: tuple[str, ...] = (
     "tests.bench.export",
     "tests.bench.web",
     "tests.bench.evaluation",
+    "tests.bench.osworld_agreement",
     "tests.bench.demonstrations",
     "tests.bench.quality",
 )
