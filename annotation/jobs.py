@@ -39,7 +39,7 @@ from annotation.rollouts import batches, validation
 from annotation.rollouts import runs as rollout_runs
 from backend.accounts.models import User
 from backend.attempts import AttemptAlive
-from backend.notifications import send_now
+from backend.notifications import send_async, send_now
 from model_serving.proposers.base import Candidate, ModelUnavailable, ProposalResult
 from model_serving.registry import ProposerMisconfigured, get_proposer
 from vm_pool.actions import Action
@@ -138,21 +138,24 @@ def propose_step(step_id: int) -> None:
     pending: dict[int, str] = {}
     last_sent = [0.0]
 
-    def flush() -> None:
-        for candidate, text in pending.items():
-            payload: dict[str, Any] = {
-                "episode": step.episode_id,
-                "step": step.index,
-                "candidate": candidate,
-            }
-            send_now(group, "proposal_delta", {**payload, "text": text})
+    def deltas() -> list[dict[str, Any]]:
+        """The text streamed since the last send, one notice per candidate."""
+        where = {"episode": step.episode_id, "step": step.index}
+        sent = [{**where, "candidate": c, "text": text} for c, text in pending.items()]
         pending.clear()
         last_sent[0] = time.monotonic()
+        return sent
+
+    def flush() -> None:
+        for payload in deltas():
+            send_now(group, "proposal_delta", payload)
 
     async def on_text(candidate: int, delta: str) -> None:
+        # Batched per TANDEM_PROPOSAL_DELTA_MS, sent from the proposer's own event loop.
         pending[candidate] = pending.get(candidate, "") + delta
         if (time.monotonic() - last_sent[0]) * 1000 >= settings.TANDEM_PROPOSAL_DELTA_MS:
-            await asyncio.to_thread(flush)
+            for payload in deltas():
+                await send_async(group, "proposal_delta", payload)
 
     recorded = honeypots.answer_for(step)
     try:
