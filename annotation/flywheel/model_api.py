@@ -7,7 +7,9 @@
   ``GET /api/finetune-jobs/{id}/``: status, progress, loss curve, logs, error, the version it
   registered. ``POST /api/finetune-jobs/{id}/cancel/``. ``GET /api/finetune-jobs/base-models/``:
   the base models the deployment knows (``TANDEM_BASE_MODELS``, names only) and the LoRA and
-  hyperparameter values a job gets for what it leaves out.
+  hyperparameter values a job gets for what it leaves out. ``POST /api/finetune-jobs/estimate/``
+  (the create body's exports, base and hyperparameters): rows, tokens per row, GPU memory and
+  hours on the measured card, the rows past ``max_length`` (which ``create`` refuses).
 - ``GET /api/model-versions/``, ``GET /api/model-versions/{id}/``: base model, adapter,
   endpoint, serving status, lineage (job, parent, datasets with sha256s, library versions) and
   the latest offline evaluations. ``POST /api/model-versions/`` registers a version made
@@ -232,6 +234,20 @@ class FineTuneJobCreateSerializer(serializers.Serializer):
         return data
 
 
+class FineTuneEstimateSerializer(serializers.Serializer):
+    exports = serializers.ListField(child=serializers.IntegerField(), min_length=1, max_length=8)
+    base_model = serializers.CharField(max_length=500, required=False, default="")
+    parent_version = serializers.SlugRelatedField(
+        slug_field="name", queryset=ModelVersion.objects.all(), required=False, allow_null=True
+    )
+    hyperparameters = serializers.DictField(required=False, default=dict)
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        if not data["base_model"] and data.get("parent_version") is None:
+            raise serializers.ValidationError({"base_model": ["Give a base model or a parent."]})
+        return data
+
+
 class EvaluationCreateSerializer(serializers.Serializer):
     project = serializers.IntegerField()
     tolerance = serializers.FloatField(default=DEFAULT_TOLERANCE)
@@ -308,6 +324,21 @@ class FineTuneJobViewSet(
             name=given["name"],
         )
         return Response(FineTuneJobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=FineTuneEstimateSerializer, responses={200: dict})
+    @action(detail=False, methods=["post"])
+    def estimate(self, request: Request) -> Response:
+        """What the job would cost before it is created (``model_serving.training.cost``)."""
+        _require_anywhere(request.user, Capability.MANAGE_DATASETS)
+        body = FineTuneEstimateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        given = body.validated_data
+        stages, _ = model_versions.training_stages(request.user, given["exports"])
+        return Response(
+            finetune.estimate_cost(
+                stages, given["base_model"], given["hyperparameters"], given.get("parent_version")
+            )
+        )
 
     @extend_schema(request=None, responses={200: dict})
     @action(detail=False, methods=["get"], url_path="base-models")

@@ -87,7 +87,7 @@ class TokenCounter:
     def for_base(cls, base_model_path: str) -> "TokenCounter":
         folder = Path(base_model_path)
         try:
-            config = json.loads((folder / "preprocessor_config.json").read_text())
+            config = _image_processor_config(folder)
             tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         except Exception:  # noqa: BLE001 - a missing file, bad JSON, the tokenizer's own errors
             return cls(ImageLimits(), _estimated_text_tokens, exact=False)
@@ -183,6 +183,14 @@ def png_size(data: bytes) -> tuple[int, int]:
         raise ValueError("not a PNG image")
     width, height = struct.unpack(">II", data[16:24])
     return int(width), int(height)
+
+
+def _image_processor_config(folder: Path) -> dict[str, Any]:
+    """Its own file in older checkpoints; inside ``processor_config.json`` in transformers 5's."""
+    older = folder / "preprocessor_config.json"
+    if older.exists():
+        return dict(json.loads(older.read_text()))
+    return dict(json.loads((folder / "processor_config.json").read_text())["image_processor"])
 
 
 def _estimated_text_tokens(text: str) -> int:
