@@ -24,6 +24,7 @@ BENCHMARKS: tuple[str, ...] = (
     "tests.bench.step",
     "tests.bench.rollouts",
     "tests.bench.observation",
+    "tests.bench.watch",
     "tests.bench.export",
     "tests.bench.web",
     "tests.bench.evaluation",

@@ -19,11 +19,18 @@ The run uses the default settings, so each step also waits ``TANDEM_ROLLOUT_QUIE
 ms) for a still screen after the settle: the step's floor is that wait plus the settle. The
 same batch is measured a second time with no quiet period, the loop as action, settle,
 observe, store, next request only: ``rollout_env_steps_per_s_settle_only``.
+
+What a step costs the worker, from the default run: ``step_cpu_ms``, this process's CPU time over
+the run divided by the decided steps (the runs' threads, the notices' loop and the scripted
+model's server, which answers at once: the worker's share and a little more), and
+``grabs_per_step``, the full frames grabbed per step (``ScreenGrabber.grabbed``). Both are
+printed with the throughput.
 """
 
 import shutil
 import tempfile
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -34,8 +41,10 @@ DISPLAYS = (2440, 2479)  # no test, demo or other benchmark desktop uses these
 OSWORLD_STEPS_PER_S = 0.5  # a fixed 2 s pause after every action
 
 GOALS = {
-    "rollout_env_steps_per_s": "≥ 20",
+    "rollout_env_steps_per_s": "≥ 30",
     "rollout_steps_per_desktop_per_s": "≥ 2.5",
+    "step_cpu_ms": "report",
+    "grabs_per_step": "≤ 1.5",
 }
 
 
@@ -71,6 +80,7 @@ def _measure(quiet_ms: int | None) -> dict[str, float]:
     from tests.support.fake_model_server import serving
     from vm_pool import pool
     from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
+    from vm_pool.screen.capture import ScreenGrabber
 
     host = f"bench-rollouts-{uuid.uuid4().hex[:6]}"
     desktop_root = Path(tempfile.mkdtemp(prefix="tandem-bench-rollout-desktops-"))
@@ -141,10 +151,13 @@ def _measure(quiet_ms: int | None) -> dict[str, float]:
                     connection.close()
 
             threads = [threading.Thread(target=one, args=pair) for pair in running]
+            cpu_before, grabs_before = time.process_time(), ScreenGrabber.grabbed
             for thread in threads:
                 thread.start()
             for thread in threads:
                 thread.join()
+            cpu_s = time.process_time() - cpu_before
+            grabs = ScreenGrabber.grabbed - grabs_before
             if errors:
                 raise errors[0]
             steps = Step.objects.filter(episode__rollout__batch=batch)
@@ -158,11 +171,15 @@ def _measure(quiet_ms: int | None) -> dict[str, float]:
             for desktop in Desktop.objects.exclude(status=DesktopStatus.STOPPED):
                 pool.stop_desktop(desktop.pk)
             per_s = decided / seconds
-            return {
+            figures = {
                 "rollout_env_steps_per_s": per_s,
                 "rollout_steps_per_desktop_per_s": per_s / DESKTOPS,
                 "rollout_speedup_vs_fixed_2s": per_s / DESKTOPS / OSWORLD_STEPS_PER_S,
+                "step_cpu_ms": cpu_s * 1000 / decided,
+                "grabs_per_step": grabs / decided,
             }
+            print(f"rollouts (quiet_ms={quiet_ms}): {figures}", flush=True)
+            return figures
     finally:
         _flush_bench_redis()
         shutil.rmtree(desktop_root, ignore_errors=True)
