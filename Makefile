@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export TANDEM_VENV := $(abspath $(VENV))
 
-.PHONY: demo test bench lint install services migrate stop engine desktop-image
+.PHONY: demo test bench bench-gpu lint install services migrate stop engine desktop-image
 
 install:
 	@deploy/dev.sh install
@@ -39,6 +39,10 @@ test: install services desktop-image
 ## bench: run the benchmarks, print a table, write bench-results.json
 bench: install services desktop-image
 	@$(PY) -m tests.bench
+
+## bench-gpu: the trainer on a random-weight Qwen2.5-VL 7B and 3B (a tiny one on the CPU), writes bench-gpu-results.json
+bench-gpu: install services
+	@$(PY) -m tests.bench.gpu $(if $(ARCH),--arch $(ARCH))
 
 lint: install
 	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy

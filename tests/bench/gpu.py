@@ -1,0 +1,300 @@
+"""The GPU benchmark (``make bench-gpu``): Tandem's own trainer on a random-weight Qwen2.5-VL of
+a named architecture, on rows from Tandem's own exporter; writes ``bench-gpu-results.json``.
+
+- **Model**: Qwen2.5-VL-7B's or -3B's architecture (the configs below, as published with the
+  models; UI-TARS-1.5-7B is the 7B), random bf16 weights built on the GPU and saved locally:
+  nothing is downloaded. The tokenizer is the demo's byte-level one with Qwen2.5-VL's special
+  tokens (``model_serving.demo_model``), so text takes more tokens than Qwen's BPE would
+  (about 3× on these prompts); the image processor has UI-TARS-1.5's limits, so a 1920×1080
+  screenshot is 2,691 visual tokens as with the real model.
+- **Rows**: episodes of 1920×1080 screenshots (``tests.support.export_data``), SFT and DPO
+  exports built by the export job; a row holds five screenshots (the history window).
+- **Runs**: an SFT stage, then a DPO stage on its own, through
+  ``model_serving.training.trainer.train`` with the job defaults (batch 1, one row a step).
+  Step times come from the trainer's progress reports; the first ``WARM_UP`` steps are left
+  out and the median of the rest is reported.
+- **Figures** (BENCH.md, "GPU benchmark"): ``gpu_card``; ``gpu_sft_s_per_sample_<arch>``,
+  ``gpu_dpo_s_per_pair_<arch>``; ``gpu_sft_peak_gib_<arch>``, ``gpu_dpo_peak_gib_<arch>``
+  (``torch.cuda.max_memory_allocated``; on the CPU the process's peak resident memory);
+  ``gpu_sft_floor_share_<arch>``: the arithmetic floor (forward plus activation backward,
+  4 × parameters × tokens FLOP, at the device's matmul rate measured here) over the measured
+  time; ``gpu_tokens_per_row``.
+
+Without a GPU, ``tiny`` (the demo model's architecture) runs on the CPU with small image
+limits: a smoke test of every path, run by ``tests/model_serving/test_bench_gpu.py``.
+"""
+
+import argparse
+import json
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+RESULTS_PATH = Path(__file__).resolve().parents[2] / "bench-gpu-results.json"
+WARM_UP = 2
+GOALS = {
+    "gpu_sft_s_per_sample_7b": "≤ 2.0",
+    "gpu_dpo_s_per_pair_7b": "≤ 6",
+    "gpu_sft_peak_gib_7b": "≤ 70",
+    "gpu_dpo_peak_gib_7b": "≤ 70",
+}
+VISION = {
+    "depth": 32,
+    "hidden_size": 1280,
+    "intermediate_size": 3420,
+    "num_heads": 16,
+    "fullatt_block_indexes": [7, 15, 23, 31],
+    "window_size": 112,
+}
+TEXT = {
+    "7b": {
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "vocab_size": 152064,
+        "tie_word_embeddings": False,
+    },
+    "3b": {
+        "hidden_size": 2048,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "vocab_size": 151936,
+        "tie_word_embeddings": True,
+    },
+}
+
+
+@dataclass
+class StepClock:
+    """A trainer ``Reporter`` that keeps the time of every step's end."""
+
+    ends: list[float] = field(default_factory=list)
+
+    def progress(self, fraction: float) -> None:
+        self.ends.append(time.perf_counter())
+
+    def loss(self, stage: int, kind: str, step: int, logs: dict[str, float]) -> None:
+        pass
+
+    def log(self, line: str) -> None:
+        print(f"  {line}", file=sys.stderr, flush=True)
+
+    def cancelled(self) -> bool:
+        return False
+
+    def seconds_per_step(self) -> float:
+        # The last report is the run's end (progress 1.0), not a step.
+        gaps = [b - a for a, b in zip(self.ends[:-2], self.ends[1:-1], strict=True)]
+        return statistics.median(gaps[WARM_UP - 1 :] or gaps)
+
+
+class NoCheckpoints:
+    """A benchmark resumes nothing: its checkpoints are not kept."""
+
+    def save_step(self, stage: int, folder: Path, step: int) -> None:
+        pass
+
+    def save_stage(self, stage: int, adapter: Path, record: dict[str, Any]) -> None:
+        pass
+
+
+def build_base(arch: str, folder: Path) -> Path:
+    """A checkpoint folder of the named architecture with random weights."""
+    from transformers import (  # weight: transformers, only when the benchmark runs
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2VLImageProcessorPil,
+    )
+
+    from model_serving.demo_model import (  # weight: transformers, as above
+        CHAT_TEMPLATE,
+        SPECIAL_TOKENS,
+        ImageOnlyQwen2_5_VLProcessor,
+        save_demo_base,
+        tiny_tokenizer,
+    )
+
+    if arch == "tiny":
+        return save_demo_base(folder)
+    tokenizer = tiny_tokenizer()
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
+    text = TEXT[arch] | {
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": 1e6,
+            "mrope_section": [16, 24, 24],
+        },
+        "max_position_embeddings": 128000,
+        "eos_token_id": ids["<|im_end|>"],
+        "pad_token_id": ids["<|endoftext|>"],
+    }
+    config = Qwen2_5_VLConfig(
+        text_config=text,
+        vision_config=VISION | {"out_hidden_size": text["hidden_size"]},
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+    )
+    with torch.device("cuda"):
+        model = Qwen2_5_VLForConditionalGeneration._from_config(config, dtype=torch.bfloat16)
+    model.save_pretrained(folder)
+    del model
+    torch.cuda.empty_cache()
+    limits = {"min_pixels": 3136, "max_pixels": 16384 * 28 * 28}  # UI-TARS-1.5's
+    processor = ImageOnlyQwen2_5_VLProcessor(
+        image_processor=Qwen2VLImageProcessorPil(**limits),
+        tokenizer=tokenizer,
+        chat_template=CHAT_TEMPLATE,
+    )
+    processor.save_pretrained(folder)
+    return folder
+
+
+def export_rows(folder: Path, episodes: int) -> dict[str, Any]:
+    """SFT and DPO exports of episodes of 1920×1080 screenshots, built by the export job."""
+    from annotation.datasets import exports  # Django: set up by main() first
+    from annotation.models import DatasetExport, Membership, Project  # Django: as above
+    from backend.accounts.models import User  # Django: as above
+    from backend.accounts.roles import Role  # Django: as above
+    from tests.support.export_data import make_episodes  # Django: as above
+
+    project = Project.objects.create(name=f"GPU benchmark {time.time_ns()}")
+    annotator, _ = User.objects.get_or_create(username="bench-gpu-annotator")
+    engineer, _ = User.objects.get_or_create(username="bench-gpu-engineer")
+    Membership.objects.create(project=project, user=annotator, role=Role.ANNOTATOR)
+    make_episodes(project, annotator, episodes, 8, distinct_screens=8, size=(1920, 1080))
+    built = {}
+    for kind in ("sft", "dpo"):
+        filters = exports.ExportFilters(exclude_held_out=True)
+        export = exports.create_export(project, engineer, kind, "trl", filters)
+        exports.build_export(export.pk)
+        export.refresh_from_db()
+        if export.status != DatasetExport.Status.SUCCEEDED:
+            raise RuntimeError(f"export {export.pk} {export.status}: {export.error}")
+        built[kind] = export
+    return built
+
+
+def run_architecture(arch: str, workdir: Path, steps: int) -> dict[str, float | int | str]:
+    """Build, export, train SFT then DPO; the figures with the architecture's suffix."""
+    from django.core.files.storage import default_storage  # Django: set up by main() first
+
+    from model_serving.training import data, lengths, trainer  # weight: torch, TRL
+    from model_serving.training.spec import (  # Django: set up by main() first
+        DatasetFile,
+        DatasetRef,
+        Stage,
+        TrainingSpec,
+        hyperparameters,
+    )
+
+    cuda = torch.cuda.is_available()
+    base = build_base(arch, workdir / "base")
+    built = export_rows(workdir, episodes=max(2, (steps + 3) // 4))
+    counter = lengths.TokenCounter.for_base(str(base))
+    hp = hyperparameters({"max_steps": steps, "gradient_accumulation_steps": 1})
+    figures: dict[str, float | int | str] = {"gpu_card": device_name()}
+    for kind, export in built.items():
+        ref = DatasetRef(
+            export_id=export.pk,
+            kind=kind,
+            location=export.location,
+            files=tuple(DatasetFile(f["name"], f["sha256"], int(f["size"])) for f in export.files),
+        )
+        paths = data.fetch(ref, lambda name: default_storage.open(name, "rb"), workdir / kind)
+        table = data.load(ref, paths, lambda _: False, workdir / "tables")
+        if kind == "sft":
+            tokens = [row.tokens for row in lengths.row_lengths(paths, kind, counter)]
+            figures["gpu_tokens_per_row"] = round(statistics.median(tokens))
+        spec = TrainingSpec(str(base), (Stage(kind, ref),), hyperparameters=hp)
+        clock = StepClock()
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        trainer.train(spec, [table], workdir / f"run-{kind}", clock, NoCheckpoints())
+        seconds = clock.seconds_per_step()
+        peak = (
+            torch.cuda.max_memory_allocated() / 1024**3
+            if cuda
+            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+        )
+        unit = "pair" if kind == "dpo" else "sample"
+        figures[f"gpu_{kind}_s_per_{unit}_{arch}"] = round(seconds, 3)
+        figures[f"gpu_{kind}_peak_gib_{arch}"] = round(peak, 2)
+        if kind == "sft":
+            floor = 4 * parameters(base) * figures["gpu_tokens_per_row"] / matmul_flops()
+            figures[f"gpu_sft_floor_share_{arch}"] = round(floor / seconds, 3)
+    return figures
+
+
+def parameters(base: Path) -> int:
+    """The base's parameters, counted on an empty (meta) copy."""
+    from transformers import AutoConfig, AutoModelForImageTextToText  # weight: transformers
+
+    with torch.device("meta"):
+        model = AutoModelForImageTextToText.from_config(AutoConfig.from_pretrained(base))
+    return sum(p.numel() for p in model.parameters())
+
+
+def matmul_flops() -> float:
+    """The device's measured matmul rate: bf16 on a GPU, float32 on the CPU."""
+    cuda = torch.cuda.is_available()
+    n, dtype = (8192, torch.bfloat16) if cuda else (512, torch.float32)
+    a = torch.randn(n, n, dtype=dtype, device="cuda" if cuda else "cpu")
+    for _ in range(3):
+        a @ a
+    if cuda:
+        torch.cuda.synchronize()
+    started, runs = time.perf_counter(), 10
+    for _ in range(runs):
+        a @ a
+    if cuda:
+        torch.cuda.synchronize()
+    return 2 * n**3 * runs / (time.perf_counter() - started)
+
+
+def device_name() -> str:
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--arch", nargs="+", default=None, help="7b, 3b or tiny")
+    parser.add_argument("--steps", type=int, default=8)
+    options = parser.parse_args()
+    archs = options.arch or (["7b", "3b"] if torch.cuda.is_available() else ["tiny"])
+
+    from django.test.utils import override_settings  # Django: configured just below
+
+    from tests.bench import fresh_database, setup_django
+
+    setup_django()
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as folder, fresh_database():
+        root = Path(folder)
+        with override_settings(
+            MEDIA_ROOT=root / "media", TANDEM_EXPORT_STAGING_ROOT=root / "staging"
+        ):
+            for arch in archs:
+                print(f"bench-gpu: {arch} on {device_name()}", file=sys.stderr, flush=True)
+                figures |= run_architecture(arch, root / arch, options.steps)
+    for key, value in figures.items():
+        print(f"{key:<28} {value:>12}  {GOALS.get(key, '')}")
+    RESULTS_PATH.write_text(json.dumps(figures, indent=2) + "\n")
+    print(f"\nWritten to {RESULTS_PATH}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
