@@ -15,8 +15,10 @@ import {
   engineerProjects,
   jobRequest,
   stageOrder,
+  costLines,
   stagesText,
   unusableBecause,
+  type CostEstimate,
   withBaseModel,
   type DatasetExport,
   type FineTuneJob,
@@ -85,6 +87,18 @@ function NewJobForm({ defaults }: { defaults: TrainingDefaults }) {
     void run(async () => {
       const job = await api.post<FineTuneJob>("/api/finetune-jobs/", result.body);
       navigate(`/engineer/finetune/${job.id}`);
+    });
+  };
+  const [estimate, setEstimate] = useState<CostEstimate | null>(null);
+  const askEstimate = () => {
+    const result = jobRequest(form);
+    if ("problems" in result) {
+      setProblems(result.problems);
+      return;
+    }
+    const { exports, base_model, parent_version, hyperparameters } = result.body;
+    void run(async () => {
+      setEstimate(await api.post<CostEstimate>("/api/finetune-jobs/estimate/", { exports, base_model, parent_version, hyperparameters }));
     });
   };
   const order = stageOrder(form.exports);
@@ -231,8 +245,21 @@ function NewJobForm({ defaults }: { defaults: TrainingDefaults }) {
             />{" "}
             Gradient checkpointing
           </label>
+          <NumberField id="hp-max-length" label="Max tokens per row" value={form.hp.maxLength} onChange={(maxLength) => setHp({ maxLength })} problem={problems.maxLength} />
         </div>
       </fieldset>
+      <section aria-label="Cost estimate">
+        <Button type="button" disabled={busy} disabledReason="Measuring the rows…" onClick={askEstimate}>
+          Estimate cost
+        </Button>
+        {estimate ? (
+          <ul data-testid="cost-estimate">
+            {costLines(estimate).map((line) => (
+              <li key={line}>{line}</li>
+            ))}
+          </ul>
+        ) : null}
+      </section>
       <Button type="submit" variant="primary" disabled={busy} disabledReason="Starting the job…">
         Start fine-tuning
       </Button>

@@ -10,6 +10,8 @@ import {
   stageOrder,
   unusableBecause,
   evaluationProject,
+  costLines,
+  type CostEstimate,
   type DatasetExport,
   type ModelVersion,
 } from "./finetune";
@@ -203,5 +205,46 @@ describe("evaluationProject", () => {
   it("leaves the choice to the picker for a base version or a project the user cannot read", () => {
     expect(evaluationProject(version, [1, 2])).toBe("");
     expect(evaluationProject({ training_projects: [] } as unknown as ModelVersion, [1])).toBe("");
+  });
+});
+
+describe("the cost estimate", () => {
+  const estimate: CostEstimate = {
+    stages: [{ kind: "sft", rows: 120, tokens_per_row: { min: 3000, median: 14230, max: 14400 } }],
+    card: "NVIDIA H200",
+    source: "issue 30",
+    gpu_hours: 1.2,
+    gpu_memory_gib: 26.1,
+    architecture: "qwen2.5-vl-7b",
+    scaled_from: null,
+    max_length: 14300,
+    text_tokens: "counted",
+    too_long: [{ export: 12, row: "export 12 row 7 (episode 3, step 4)", tokens: 14400 }],
+  };
+
+  it("shows rows, tokens per row, the GPU cost on the named card and the rows too long", () => {
+    expect(costLines(estimate)).toEqual([
+      "SFT: 120 rows, tokens per row 3000 / 14230 / 14400 (min / median / max)",
+      "qwen2.5-vl-7b on NVIDIA H200: about 26.1 GiB, 1.2 GPU hours",
+      "Too long for max_length 14300: export 12 row 7 (episode 3, step 4), 14400 tokens",
+    ]);
+  });
+
+  it("says why there is no GPU cost, and when text tokens are estimated", () => {
+    const lines = costLines({ ...estimate, gpu_hours: undefined, gpu_memory_gib: undefined, reason: "no measured figures", text_tokens: "estimated", too_long: [] });
+    expect(lines.slice(1)).toEqual(["GPU cost: no measured figures", "Text tokens estimated: the base's tokenizer is not readable here."]);
+  });
+
+  it("sends max_length only when one is typed, and refuses one that is not a whole number", () => {
+    const form = defaultForm(DEFAULTS, "tiny-qwen");
+    form.exports = [exportOf(12, "sft")];
+    form.versionName = "v1";
+    const sent = jobRequest(form);
+    expect("body" in sent && sent.body.hyperparameters.max_length).toBe(undefined);
+    form.hp.maxLength = "16384";
+    const typed = jobRequest(form);
+    expect("body" in typed && typed.body.hyperparameters.max_length).toBe(16384);
+    form.hp.maxLength = "1.5";
+    expect(jobRequest(form)).toEqual({ problems: { maxLength: "a whole number" } });
   });
 });

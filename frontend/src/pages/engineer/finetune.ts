@@ -166,6 +166,7 @@ export interface JobForm {
     seed: string;
     bf16: "auto" | "on" | "off";
     gradientCheckpointing: boolean;
+    maxLength: string;
   };
 }
 
@@ -197,6 +198,7 @@ export function defaultForm(defaults: TrainingDefaults["defaults"], baseModel = 
       seed: text(h.seed),
       bf16: h.bf16 === true ? "on" : h.bf16 === false ? "off" : "auto",
       gradientCheckpointing: Boolean(h.gradient_checkpointing),
+      maxLength: text(h.max_length),
     },
   };
 }
@@ -219,6 +221,7 @@ export interface JobRequest {
     seed: number;
     bf16: boolean | null;
     gradient_checkpointing: boolean;
+    max_length?: number;
   };
 }
 
@@ -265,10 +268,43 @@ export function jobRequest(form: JobForm): { body: JobRequest } | { problems: Re
       gradient_checkpointing: form.hp.gradientCheckpointing,
     },
   };
+  if (form.hp.maxLength.trim()) body.hyperparameters.max_length = number("maxLength", form.hp.maxLength, true);
   if (form.parentVersion) body.parent_version = form.parentVersion;
   if (form.name.trim()) body.name = form.name.trim();
   if (form.baseUrl.trim()) body.base_url = form.baseUrl.trim();
   return Object.keys(problems).length > 0 ? { problems } : { body };
+}
+
+/** `POST /api/finetune-jobs/estimate/`: what a job would cost, before it is created. */
+export interface CostEstimate {
+  stages: { kind: string; rows: number; tokens_per_row: { min: number; median: number; max: number } }[];
+  card: string;
+  source: string;
+  gpu_hours?: number;
+  gpu_memory_gib?: number;
+  architecture?: string;
+  scaled_from?: string | null;
+  reason?: string;
+  max_length: number;
+  text_tokens: "counted" | "estimated";
+  too_long: { export: number; row: string; tokens: number }[];
+}
+
+/** The estimate as the form shows it: a line per stage, then the GPU cost or why none. */
+export function costLines(e: CostEstimate): string[] {
+  const lines = e.stages.map(
+    (s) =>
+      `${s.kind.toUpperCase()}: ${s.rows} rows, tokens per row ${s.tokens_per_row.min} / ${s.tokens_per_row.median} / ${s.tokens_per_row.max} (min / median / max)`,
+  );
+  if (e.gpu_hours !== undefined && e.gpu_memory_gib !== undefined) {
+    const scaled = e.scaled_from ? `, scaled from ${e.scaled_from}` : "";
+    lines.push(`${e.architecture ?? "base"} on ${e.card}: about ${e.gpu_memory_gib} GiB, ${e.gpu_hours} GPU hours${scaled}`);
+  } else {
+    lines.push(`GPU cost: ${e.reason ?? "unknown"}`);
+  }
+  if (e.text_tokens === "estimated") lines.push("Text tokens estimated: the base's tokenizer is not readable here.");
+  for (const row of e.too_long.slice(0, 5)) lines.push(`Too long for max_length ${e.max_length}: ${row.row}, ${row.tokens} tokens`);
+  return lines;
 }
 
 /** The top of a loss axis: 1, 2 or 5 times a power of ten, at or above the highest loss. */
