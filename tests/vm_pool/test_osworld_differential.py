@@ -91,6 +91,7 @@ PINNED = {
     "gimprc blank line": (1.0, "raises IndexError"),
     "a11y text without exact": (1.0, "raises KeyError"),
     "pptx theme background not examined": (1.0, "raises AttributeError"),
+    "epub chapters in a sub-folder": (1.0, "raises FileNotFoundError"),
 }
 
 
