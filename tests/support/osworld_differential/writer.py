@@ -22,8 +22,8 @@ from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 from docx.shared import Inches, Pt, RGBColor
 from odf.opendocument import OpenDocumentText
-from odf.style import Style, TextProperties
-from odf.text import P, Span
+from odf.style import ParagraphProperties, Style, TextProperties
+from odf.text import A, P, S, Span
 from PIL import Image
 
 from tests.support.osworld_differential.core import Case, makes, words
@@ -202,8 +202,11 @@ def _first_line_centered(rng: random.Random, folder: Path) -> Iterator[Case]:
 
 
 def _odt(path: Path, lines: list[str], highlighted: dict[int, str]) -> str:
-    """An .odt whose lines are paragraphs; line i's second word in a span whose automatic
-    style has the background ``highlighted[i]``, as Writer writes a highlighting."""
+    """An .odt whose lines are paragraphs (in an automatic paragraph style, as Writer saves
+    them); the words after line i's first in a span whose automatic text style has the
+    background ``highlighted[i]`` (bold where none), as Writer writes a highlighting. The
+    last paragraph ends with a double space and a link, which Writer writes as ``text:s``
+    and ``text:a``."""
     document = OpenDocumentText()
     styles: dict[str, Style] = {}
     for colour in sorted(set(highlighted.values())):
@@ -214,11 +217,17 @@ def _odt(path: Path, lines: list[str], highlighted: dict[int, str]) -> str:
     bold = Style(name="T9", family="text")
     bold.addElement(TextProperties(fontweight="bold"))
     document.automaticstyles.addElement(bold)
+    body = Style(name="P1", family="paragraph", parentstylename="Standard")
+    body.addElement(ParagraphProperties(marginbottom="0.247cm"))
+    document.automaticstyles.addElement(body)
     for number, line in enumerate(lines):
         first, _, rest = line.partition(" ")
-        paragraph = P(text=first + " ")
+        paragraph = P(stylename=body, text=first + " ")
         style = styles.get(highlighted.get(number, ""), bold)
         paragraph.addElement(Span(stylename=style, text=rest))
+        if number == len(lines) - 1:
+            paragraph.addElement(S(c=2))
+            paragraph.addElement(A(href="https://example.org/recruitment", text="details"))
         document.text.addElement(paragraph)
     document.save(str(path))
     return str(path)
