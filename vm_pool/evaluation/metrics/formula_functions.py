@@ -6,6 +6,7 @@ a call with the wrong number of arguments is outside what the evaluation compute
 
 import datetime
 import math
+import re
 from collections.abc import Callable, Sequence
 
 from vm_pool.evaluation.metrics.formula_values import (
@@ -180,6 +181,47 @@ def _find(case_blind: bool) -> Callable[..., Value]:
     return function
 
 
+# TEXT's format codes that name the day or the month of a date (English, any case)
+_NAME_CODES = {"ddd": "%a", "dddd": "%A", "mmm": "%b", "mmmm": "%B"}
+# words ``formulas`` reads as a date when TEXT is given them as text
+_MONTH_WORDS = re.compile(
+    r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec|january|february|march|april"
+    r"|june|july|august|september|october|november|december)\b",
+    re.IGNORECASE,
+)
+
+
+def _text(args: list[Value]) -> Value:
+    """TEXT(value, code) for the codes that name a date's day or month ("ddd" Sat, "dddd"
+    Saturday, "mmm" Mar, "mmmm" March), as ``formulas`` computes it: the real calendar from
+    1899-12-31 (serial 1 is a Monday; 0 and 60, days that never were, are #VALUE!, as is a time
+    that rounds to midnight), TRUE and FALSE as words, a number written as text read as one, and
+    other text returned as it is. Other codes, and text ``formulas`` would read as a date (a
+    digit, a month's name), are outside what the evaluation computes."""
+    _arity(args, 2, 2)
+    value, code = to_scalar(args[0]), to_scalar(args[1])
+    pattern = _NAME_CODES.get(code.lower()) if isinstance(code, str) else None
+    if pattern is None:
+        raise unsupported(f"TEXT with the format {code!r}")
+    if isinstance(value, XlError | bool):
+        return value if isinstance(value, XlError) else ("TRUE" if value else "FALSE")
+    number = to_number(value)
+    if isinstance(value, str) and isinstance(number, XlError):
+        if any(c.isdigit() for c in value) or _MONTH_WORDS.search(value):
+            raise unsupported(f"TEXT of the text {value!r}")
+        return value
+    if isinstance(number, XlError) or number < 0 or number > 2958465:
+        return NUM_ERROR
+    if number in (0, 60):
+        return VALUE_ERROR
+    # formulas' time of day: seconds rounded, and a 60th second is no valid time
+    minutes = ((number + 1 / 864e8) * 24 % 1) * 60
+    if round((minutes - math.floor(minutes)) * 60 - 1.1e-6) == 60:
+        return VALUE_ERROR
+    day = datetime.date(1899, 12, 31) + datetime.timedelta(days=math.floor(number - (number > 60)))
+    return day.strftime(pattern)
+
+
 def _if(args: list[Value]) -> Value:
     _arity(args, 1, 3)
     condition = to_logical(args[0])
@@ -274,6 +316,7 @@ FUNCTIONS: dict[str, Callable[[list[Value]], Value]] = {
     "SEARCH": _find(case_blind=True),
     "SMALL": _nth(largest=False),
     "SUM": _aggregate(sum, 0.0),
+    "TEXT": _text,
     "TRIM": _text_function(lambda text: text.strip(" ")),
     "TRUE": _constant(True),
     "UPPER": _text_function(str.upper),
