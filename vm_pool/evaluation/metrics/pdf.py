@@ -1,8 +1,10 @@
 """PDF metrics: text similarity and page count.
 
-OSWorld extracts text with PyMuPDF (fitz); this uses pypdf, whose text for the same page can
-differ in spacing and line breaks, so a fuzzy score may differ slightly from OSWorld's (identical
-files still score 1 and unrelated ones near 0).
+OSWorld extracts text with PyMuPDF; so does this, where PyMuPDF is installed (the optional extra
+``osworld-pdf``: it is AGPL-licensed, so a deployment chooses it). Without it, pypdf extracts
+the text, which for the same page can differ in spacing and line breaks, so a fuzzy score may
+differ slightly from OSWorld's (identical files still score 1 and unrelated ones near 0; the
+difference is listed in ``DIFFERENCES.md``).
 """
 
 import operator
@@ -48,7 +50,16 @@ def _pages(path: str) -> list[Any]:
 
 
 def pdf_text(path: str) -> str:
-    return "\n".join(page.extract_text() for page in _pages(path)).strip()
+    """A PDF's text as OSWorld's ``compare_pdfs`` reads it: PyMuPDF's, page after page, where
+    it is installed; pypdf's, a line between pages, where it is not."""
+    try:
+        import pymupdf  # weight, and optional: the extra 'osworld-pdf'
+    except ImportError:
+        return "\n".join(page.extract_text() for page in _pages(path)).strip()
+    check_size(path)
+    with pymupdf.open(path) as document:
+        check_page_count(document.page_count)
+        return "".join(page.get_text() for page in document).strip()
 
 
 def check_pdf_pages(pdf_file: str | None, rules: dict[str, Any]) -> float:
