@@ -30,9 +30,11 @@ from typing import Any
 from tests.osworld_reference import reference_metrics
 from tests.osworld_reference.absent import AbsentLibrary
 from tests.support.osworld_differential import (  # noqa: F401 (each registers its makers)
+    browser,
     files,
     impress,
     office,
+    pictures,
     texts,
     values,
     writer,
@@ -64,26 +66,10 @@ TASKS_USING: dict[str, int] = {
 NOT_COMPARABLE: dict[str, str] = {
     "compare_pdfs": "OSWorld reads PDF text with PyMuPDF (fitz), which cannot be installed here; "
     "Tandem reads it with pypdf, so the texts (and the similarity) differ by extractor",
-    "compare_pdf_images": "OSWorld extracts PDF pictures with PyMuPDF and hashes them with "
-    "imagehash, neither installed here",
-    "compare_images": "OSWorld's SSIM is scikit-image's, not installed here",
-    "is_expected_tabs": "OSWorld's compare_urls splits hosts with tldextract, not installed here",
-    "is_expected_active_tab": "OSWorld's compare_urls splits hosts with tldextract, "
-    "not installed here",
-    "is_cookie_deleted": "OSWorld's compare_urls splits hosts with tldextract, not installed here",
+    "compare_pdf_images": "OSWorld extracts PDF pictures with PyMuPDF (fitz), which cannot be "
+    "installed here, before it hashes them with imagehash",
     "compare_htmls": "OSWorld parses both pages with BeautifulSoup (bs4), not installed here",
 }
-_SSIM = "OSWorld's SSIM is scikit-image's, not installed here"
-for _name in (
-    "check_structure_sim", "check_structure_sim_resized", "check_structure_sim_with_threshold",
-    "check_brightness_decrease_and_structure_sim", "check_contrast_increase_and_structure_sim",
-    "check_saturation_increase_and_structure_sim", "check_file_exists_and_structure_sim",
-    "check_palette_and_structure_sim", "check_image_mirror", "compare_image_list",
-    "check_green_background",
-):  # fmt: skip
-    NOT_COMPARABLE[_name] = _SSIM
-for _name in ("check_triangle_position", "check_textbox_on_leftside"):
-    NOT_COMPARABLE[_name] = "OSWorld finds the shapes with OpenCV (cv2), not installed here"
 
 
 @dataclass(frozen=True)
@@ -121,6 +107,18 @@ DIFFERENCES: dict[str, Difference] = {
         "examine_background_color false",
         "reads backgrounds only when examine_background_color is true",
         "the option says not to look at the background",
+    ),
+    "green background wide": Difference(
+        "check_green_background",
+        "raises IndexError (reads pixels as [x, y], past the rows of a picture that is not square)",
+        "1 when every background pixel is green",
+        "GIMP keeps the picture's own size; most pictures are not square",
+    ),
+    "green background palette": Difference(
+        "check_green_background",
+        "raises IndexError (a palette picture's pixels are indices, not RGB triples)",
+        "reads the picture's colours (converted to RGB)",
+        "GIMP exports an indexed PNG when the image is in indexed mode",
     ),
     "epub chapters in a sub-folder": Difference(
         "compare_epub",

@@ -1,7 +1,8 @@
-"""Case makers for the office metrics: spreadsheets (compare_table, compare_csv), Word
-documents (compare_docx_files, compare_docx_tables, compare_line_spacing) and presentations
-(compare_pptx_files). Each case is a gold file and a result made from it by the kind of change
-an agent's episode leaves: none, a changed value or word, a format change, a moved shape."""
+"""Case makers for the office metrics: spreadsheets (compare_table, whose style rule's cases are
+in styles.py, compare_csv), Word documents (compare_docx_files, compare_docx_tables,
+compare_line_spacing) and presentations (compare_pptx_files). Each case is a gold file and a
+result made from it by the kind of change an agent's episode leaves: none, a changed value or
+word, a format change, a moved shape."""
 
 import csv
 import random
@@ -18,6 +19,7 @@ from pptx.enum.text import MSO_UNDERLINE, PP_ALIGN
 from pptx.util import Inches, Pt
 
 from tests.support.osworld_differential.core import Case, makes, words
+from tests.support.osworld_differential.styles import style_cases
 
 Rows = list[list[Any]]
 
@@ -135,6 +137,7 @@ def _compare_table(rng: random.Random, folder: Path) -> Iterator[Case]:
         if index == 0:
             result = str(folder / "missing.xlsx")
         yield Case(f"{change}; {settings}", (result, gold), {"rules": rules})
+    yield from style_cases(rng, folder)
 
 
 @makes("compare_csv")
