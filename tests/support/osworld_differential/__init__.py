@@ -31,6 +31,7 @@ from tests.osworld_reference import reference_metrics
 from tests.osworld_reference.absent import AbsentLibrary
 from tests.support.osworld_differential import (  # noqa: F401 (each registers its makers)
     browser,
+    documents,
     files,
     impress,
     office,
@@ -63,13 +64,7 @@ TASKS_USING: dict[str, int] = {
 }  # fmt: skip
 
 # metric -> why its verdicts cannot be compared on this machine
-NOT_COMPARABLE: dict[str, str] = {
-    "compare_pdfs": "OSWorld reads PDF text with PyMuPDF (fitz), which cannot be installed here; "
-    "Tandem reads it with pypdf, so the texts (and the similarity) differ by extractor",
-    "compare_pdf_images": "OSWorld extracts PDF pictures with PyMuPDF (fitz), which cannot be "
-    "installed here, before it hashes them with imagehash",
-    "compare_htmls": "OSWorld parses both pages with BeautifulSoup (bs4), not installed here",
-}
+NOT_COMPARABLE: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
