@@ -33,10 +33,11 @@ from typing import Any
 from urllib.parse import quote
 
 from vm_pool.actions import ACTION_TIMEOUT_S, Action, ScreenSize
-from vm_pool.agent.accessibility import MAX_TREE_BYTES, TREE_TIMEOUT_S
 from vm_pool.agent.files import MAX_READ_BYTES
 from vm_pool.agent.server import RUN_OUTPUT_CHARS, RUN_STDOUT_CHARS
 from vm_pool.desktop import (
+    MAX_TREE_BYTES,
+    TREE_TIMEOUT_S,
     AccessibilityTree,
     CommandResult,
     DesktopError,

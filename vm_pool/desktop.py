@@ -67,6 +67,12 @@ class CommandResult:
     stderr: str = ""
 
 
+# The accessibility tree's bounds, kept by the agent (``vm_pool.agent.accessibility``) and
+# checked again where its XML is read.
+MAX_TREE_BYTES = 16 * 1024 * 1024
+TREE_TIMEOUT_S = 60.0
+
+
 @dataclass(frozen=True)
 class AccessibilityTree:
     """The desktop's AT-SPI tree as OSWorld's XML (``vm_pool.agent.accessibility``), or why it
@@ -179,3 +185,43 @@ class DesktopControl(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+# --- the active terminal's text, OSWorld's vm_terminal_output: the agent binds the key, the
+# evaluator's getter runs the script ---------------------------------------------------------
+# The text the desktop's active terminal shows, OSWorld's ``vm_terminal_output``. OSWorld reads it
+# over AT-SPI: the text of the focused terminal of GNOME Terminal's active window (VTE's
+# accessible text, the visible screen), with trailing whitespace cut, or nothing when no terminal
+# window is active. The desktops' terminal here is xterm, which has no AT-SPI; its own equivalent
+# is its ``print-immediate`` action, which writes the text of the screen, without attributes, to a
+# file. The agent loads ``TERMINAL_RESOURCES`` into the X server at start, binding the action to
+# ``TERMINAL_PRINT_KEYS`` in every xterm; ``TERMINAL_READ_SCRIPT``, run on the desktop, presses
+# them when the active window is an xterm and prints the file; it exits ``NO_TERMINAL`` when no
+# xterm is active.
+
+TERMINAL_PRINT_KEYS = "ctrl+shift+alt+F12"
+TERMINAL_FOLDER = "/tmp/.tandem-terminal"
+TERMINAL_RESOURCES = f"""\
+XTerm*printFileImmediate: {TERMINAL_FOLDER}/screen
+XTerm*printModeImmediate: 0
+XTerm*VT100.translations: #override Ctrl Shift Alt <Key>F12: print-immediate()
+"""
+NO_TERMINAL = 3
+TERMINAL_PRINT_TIMEOUT_S = 5.0
+TERMINAL_READ_SCRIPT = f"""\
+window=$(xdotool getactivewindow 2>/dev/null) || exit {NO_TERMINAL}
+case $(xprop -id "$window" WM_CLASS 2>/dev/null) in
+  *'"XTerm"'*) ;;
+  *) exit {NO_TERMINAL} ;;
+esac
+rm -rf {TERMINAL_FOLDER} && mkdir -p {TERMINAL_FOLDER} || exit 1
+xdotool key --clearmodifiers {TERMINAL_PRINT_KEYS}
+for _ in $(seq {int(TERMINAL_PRINT_TIMEOUT_S * 10)}); do
+  for file in {TERMINAL_FOLDER}/screen*; do
+    [ -f "$file" ] && sleep 0.1 && exec cat "$file"
+  done
+  sleep 0.1
+done
+echo "xterm wrote no screen text in {TERMINAL_PRINT_TIMEOUT_S:g}s" >&2
+exit 1
+"""

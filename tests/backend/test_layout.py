@@ -63,7 +63,7 @@ LAZY = {
     ("vm_pool.agent.server", "vm_pool.actions"): "the agent loads only what a request needs",
     ("vm_pool.agent.server", "vm_pool.devtools"): "the agent loads only what a request needs",
     ("vm_pool.evaluation.jailed", "vm_pool.evaluation.scoring"): "inside the jail, after limits",
-    ("vm_pool.evaluation.getters", "vm_pool.setup.windows"): "weight: the desktop toolkit",
+    ("vm_pool.evaluation.getters.files", "vm_pool.setup.windows"): "weight: the desktop toolkit",
     ("vm_pool.providers.local", "vm_pool.x11.controller"): "weight: python-xlib",
     ("vm_pool.setup.base", "vm_pool.screen.compare"): "weight: numpy and the PNG decoder",
     ("vm_pool.setup.base", "vm_pool.screen.capture"): "weight: the capture's encoder",
@@ -239,6 +239,7 @@ TABLES = [
     ("annotation.DatasetExport", "annotation_datasetexport"),
     ("annotation.Demonstration", "annotation_demonstration"),
     ("annotation.Episode", "annotation_episode"),
+    ("annotation.EvaluatorCheck", "annotation_evaluatorcheck"),
     ("annotation.GoldStep", "annotation_goldstep"),
     ("annotation.GoldVerdict", "annotation_goldverdict"),
     ("annotation.Honeypot", "annotation_honeypot"),
@@ -264,6 +265,7 @@ def test_tables_keep_their_app_label_and_names():
 
 JOB_NAMES = [
     "annotation.jobs.build_export",
+    "annotation.jobs.check_evaluator",
     "annotation.jobs.check_quality",
     "annotation.jobs.check_replay",
     "annotation.jobs.demonstration_ended",

@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any, Protocol
 from xml.sax.saxutils import escape, quoteattr
 
+from vm_pool.desktop import MAX_TREE_BYTES, TREE_TIMEOUT_S
+
 # OSWorld's namespaces of the tree on Ubuntu (desktop_env/server/main.py).
 NAMESPACES = {
     "st": "https://accessibility.ubuntu.example.org/ns/state",
@@ -55,8 +57,6 @@ MAX_CALC_ROWS = 1_048_576  # OSWorld's walk of a Calc table, by rows of showing 
 CALC_GIVE_UP = 500  # OSWorld's: rows or columns looked at before no showing cell means none
 MAX_NODES = 50_000
 MAX_TEXT_CHARS = 100_000
-MAX_TREE_BYTES = 16 * 1024 * 1024
-TREE_TIMEOUT_S = 60.0
 REFUSED = 3  # the child's exit code for a refused tree
 SYSTEM_PYTHON = "/usr/bin/python3"
 BUS_READY_TIMEOUT_S = 10.0

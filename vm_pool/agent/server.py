@@ -59,11 +59,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from vm_pool.agent import accessibility, terminal
+from vm_pool.agent import accessibility
 from vm_pool.agent.commands import run_command
 from vm_pool.agent.files import SCRATCH, PathRefused, read_inside, write_inside
 from vm_pool.agent.windows import wait_for_window_manager
-from vm_pool.desktop import ClipboardInput, input_from_json
+from vm_pool.desktop import TERMINAL_RESOURCES, ClipboardInput, input_from_json
 
 # A loaded machine's Xvfb has been seen not to answer within 10 s; the platform's own start
 # deadline (60 s by default) bounds the whole start.
@@ -135,7 +135,7 @@ def clean_environment(config: AgentConfig) -> dict[str, str]:
         "GNOME_ACCESSIBILITY": "1",
         "ACCESSIBILITY_ENABLED": "1",
         "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1",
-        # xterm's screen text on a key, for evaluators (``vm_pool.agent.terminal``).
+        # xterm's screen text on a key, for evaluators (``vm_pool.desktop``'s terminal section).
         "XENVIRONMENT": f"{config.work_dir}/{XTERM_RESOURCES}",
     }
 
@@ -172,7 +172,7 @@ class Desktop:
         c = self.config
         Path(self.env["XDG_RUNTIME_DIR"]).mkdir(mode=0o700, parents=True, exist_ok=True)
         Path(c.work_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
-        Path(self.env["XENVIRONMENT"]).write_text(terminal.RESOURCES)
+        Path(self.env["XENVIRONMENT"]).write_text(TERMINAL_RESOURCES)
         self.spawn("dbus", accessibility.session_bus_command(self.env["DBUS_SESSION_BUS_ADDRESS"]))
         self.spawn(
             "xvfb",

@@ -18,22 +18,23 @@ Everything on the desktop is read through its agent, inside its sandbox: files o
 
 The getters live by what they read: ``files`` (files, commands, sizes), ``browser`` (Chromium's
 profile and tabs), ``browser_pages`` and ``recreation`` (pages read or driven over DevTools),
-``clock`` (rules whose dates are relative to today), ``apps`` (other applications' settings
-files), ``apps_state`` (what running applications answer: VLC's playback, a VS Code command's
-file, the default video player), ``accessibility`` (the AT-SPI tree), ``slides`` (a
-presentation's media); ``base`` holds what they share. Getters not listed in ``GETTERS`` are not
-supported here; ``manage.py osworld_coverage`` names them with the tasks they block.
+``clock`` (rules whose dates are relative to today), ``settings_files`` (other
+applications' settings files), ``apps_state`` (what running applications answer: VLC's
+playback, a VS Code command's file, the default video player), ``accessibility`` (the AT-SPI
+tree), ``slides`` (a presentation's media); ``base`` holds what they share. Getters not listed
+in ``GETTERS`` are not supported here; ``manage.py osworld_coverage`` names them with the tasks
+they block.
 """
 
 from vm_pool.evaluation.getters import (
     accessibility,
-    apps,
     apps_state,
     browser,
     browser_pages,
     clock,
     files,
     recreation,
+    settings_files,
     slides,
 )
 from vm_pool.evaluation.getters.base import Gathered, Getter, GetterError, Reading, failed
@@ -46,7 +47,7 @@ GETTERS: dict[str, Getter] = {
     **browser_pages.GETTERS,
     **recreation.GETTERS,
     **clock.GETTERS,
-    **apps.GETTERS,
+    **settings_files.GETTERS,
     **apps_state.GETTERS,
     **accessibility.GETTERS,
     **slides.GETTERS,

@@ -6,17 +6,22 @@ cannot be read, come to the jail with the reason, and the evaluation is not scor
 (``readers.accessibility``).
 
 The terminal's text is what the active xterm shows, xterm's equivalent of what OSWorld reads
-of GNOME Terminal over AT-SPI (``vm_pool.agent.terminal``); None when no terminal is active.
+of GNOME Terminal over AT-SPI (``vm_pool.desktop``'s terminal script); None when no terminal
+is active.
 """
 
 from typing import Any
 
-from vm_pool.agent import terminal
-from vm_pool.desktop import DesktopError
+from vm_pool.desktop import (
+    NO_TERMINAL,
+    TERMINAL_PRINT_TIMEOUT_S,
+    TERMINAL_READ_SCRIPT,
+    DesktopError,
+)
 from vm_pool.evaluation.getters.base import Gathered, Getter, GetterError, Reading, read, value
 
 # The script's own wait for xterm, and the time to start its programs.
-TERMINAL_TIMEOUT_S = terminal.PRINT_TIMEOUT_S + 10.0
+TERMINAL_TIMEOUT_S = TERMINAL_PRINT_TIMEOUT_S + 10.0
 
 
 def accessibility_tree(reading: Reading, config: dict[str, Any]) -> Gathered:
@@ -29,8 +34,8 @@ def accessibility_tree(reading: Reading, config: dict[str, Any]) -> Gathered:
 
 def vm_terminal_output(reading: Reading, config: dict[str, Any]) -> Gathered:
     """The active terminal's screen text, trailing whitespace cut (as OSWorld's ``rstrip``)."""
-    done = reading.control.run(["sh", "-c", terminal.READ_SCRIPT], TERMINAL_TIMEOUT_S)
-    if done.returncode == terminal.NO_TERMINAL:
+    done = reading.control.run(["sh", "-c", TERMINAL_READ_SCRIPT], TERMINAL_TIMEOUT_S)
+    if done.returncode == NO_TERMINAL:
         return value(None)
     if done.returncode != 0:
         raise GetterError(f"the terminal's text cannot be read: {done.stderr.strip()[-300:]}")

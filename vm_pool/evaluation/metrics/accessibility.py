@@ -15,7 +15,7 @@ from lxml import etree
 from lxml.cssselect import CSSSelector, SelectorError
 from rapidfuzz import fuzz
 
-from vm_pool.agent.accessibility import MAX_TREE_BYTES
+from vm_pool.desktop import MAX_TREE_BYTES
 from vm_pool.evaluation.bounds import LimitHit
 from vm_pool.evaluation.metrics.errors import MetricError
 

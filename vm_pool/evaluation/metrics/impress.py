@@ -23,7 +23,7 @@ from typing import Any
 from lxml import etree
 from pptx import Presentation
 
-from vm_pool.agent.accessibility import MAX_TREE_BYTES
+from vm_pool.desktop import MAX_TREE_BYTES
 from vm_pool.evaluation.bounds import NOT_A_VERDICT, LimitHit, check_size, check_zip
 from vm_pool.evaluation.metrics.errors import MetricError
 

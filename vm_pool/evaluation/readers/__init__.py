@@ -16,16 +16,16 @@ handler stops a query past ``SQLITE_STEPS`` virtual-machine steps.
 
 The readers live by what they read: ``browser`` (the browser's profile files),
 ``browser_pages`` (a page's HTML), ``relative_time`` (dates relative to today), ``files``
-(spreadsheets, listings), ``apps`` (applications' answers), ``slides`` (a presentation's
+(spreadsheets, listings), ``programs`` (applications' answers), ``slides`` (a presentation's
 media, written to files of the jail's own); ``base`` holds the error and the bounds they share.
 """
 
 from vm_pool.evaluation.readers import (
     accessibility,
-    apps,
     browser,
     browser_pages,
     files,
+    programs,
     relative_time,
     slides,
     urls,
@@ -40,7 +40,7 @@ READERS: dict[str, Reader] = {
     **relative_time.READERS,
     **files.READERS,
     **accessibility.READERS,
-    **apps.READERS,
+    **programs.READERS,
     **slides.READERS,
     **urls.READERS,
 }
