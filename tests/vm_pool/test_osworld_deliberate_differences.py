@@ -18,13 +18,24 @@ from typing import Any
 import pytest
 from docx import Document
 from docx.oxml.ns import qn
+from odf.style import Style, TableColumnProperties
+from odf.text import P
+from openpyxl import Workbook
+from openpyxl.drawing.spreadsheet_drawing import AbsoluteAnchor, OneCellAnchor
+from openpyxl.formatting.rule import Rule
+from openpyxl.styles import Font
+from openpyxl.styles.differential import DifferentialStyle
 from pypdf import PdfReader
 
 from tests.osworld_reference import reference_metrics
 from vm_pool.agent.accessibility import AtspiSource
 from vm_pool.evaluation.getters import GETTERS, Reading
 from vm_pool.evaluation.metrics import METRICS, MetricError
+from vm_pool.evaluation.metrics.conditional_formats import _CarriedTest
 from vm_pool.evaluation.metrics.pdf import pdf_text
+from vm_pool.evaluation.metrics.table_parts import _anchor
+from vm_pool.evaluation.metrics.workbook import read_cell_style
+from vm_pool.evaluation.metrics.writer import _odf_attribute
 from vm_pool.evaluation.readers import READERS
 
 
@@ -231,3 +242,35 @@ def test_pdf_text_without_pymupdf_is_pypdfs(
     pages = [page.extract_text() for page in PdfReader(result).pages]
     assert pdf_text(result) == "\n".join(pages).strip()
     assert METRICS["compare_pdfs"](result, gold) == 1.0
+
+
+def test_a_formula_rule_without_a_formula_formats_no_cell():
+    carried = _CarriedTest()
+    assert carried.after(Rule(type="expression", formula=[]), {}) is None  # OSWorld: IndexError
+    assert carried.kind is None  # and the rule rebinds nothing for the rules after it
+
+
+def test_a_conditional_style_without_a_number_format_sets_none():
+    cell = Workbook().active["A1"]
+    cell.value = 12.5
+    only_font = DifferentialStyle(font=Font(color="FF00FF00"))
+    # OSWorld reads differential.numFmt.formatCode and raises AttributeError on None.
+    assert read_cell_style("number_format", cell, only_font) is None
+
+
+def test_a_one_cell_or_absolute_anchor_reads_its_missing_parts_as_none():
+    one_cell = OneCellAnchor()
+    one_cell._from.col = 3
+    # OSWorld reads anchor.editAs and anchor.to: AttributeError for both kinds.
+    assert _anchor(one_cell) == [None, 3, None, None, None]
+    assert _anchor(AbsoluteAnchor()) == [None, None, None, None, None]
+
+
+def test_a_style_node_that_cannot_carry_a_highlight_has_none():
+    column = TableColumnProperties(columnwidth="2cm")
+    with pytest.raises(ValueError):  # what OSWorld's getAttribute call meets
+        column.getAttribute("backgroundcolor")
+    assert _odf_attribute(column, "backgroundcolor") is None
+    assert _odf_attribute(P(text="plain"), "backgroundcolor") is None
+    style = Style(name="T1", family="text")
+    assert _odf_attribute(style, "name") == "T1"

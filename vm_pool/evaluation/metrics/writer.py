@@ -195,13 +195,13 @@ def check_highlighted_words(result: str | None, expected: str | None) -> float:
 def _odf_attribute(node: Any, name: str) -> Any:
     """odfpy's ``getAttribute``, None where the node cannot have the attribute.
 
-    Deliberate difference from OSWorld: odfpy raises AttributeError for an attribute the
-    element's kind does not allow (a text node, a column's properties), which crashes OSWorld;
-    here such a node simply has no highlight.
+    Deliberate difference from OSWorld: odfpy raises for an attribute the node's kind does not
+    allow (AttributeError for a text node, ValueError for a column's properties), which crashes
+    OSWorld; here such a node simply has no highlight.
     """
     try:
         return node.getAttribute(name)
-    except AttributeError:
+    except (AttributeError, ValueError):
         return None
 
 
