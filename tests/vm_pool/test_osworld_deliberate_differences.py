@@ -7,10 +7,12 @@ Pure: no database, no desktop. The stand-ins are for what is outside Tandem: a d
 """
 
 import json
+import re
 import subprocess
 import sys
 import types
 import zipfile
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,11 +20,12 @@ from typing import Any
 import pytest
 from docx import Document
 from docx.oxml.ns import qn
-from odf.style import Style, TableColumnProperties
-from odf.text import P
+from odf.opendocument import OpenDocumentText
+from odf.style import Style, TextProperties
+from odf.text import P, Span
 from openpyxl import Workbook
-from openpyxl.drawing.spreadsheet_drawing import AbsoluteAnchor, OneCellAnchor
-from openpyxl.formatting.rule import Rule
+from openpyxl.chart import BarChart, Reference
+from openpyxl.formatting.rule import CellIsRule, Rule
 from openpyxl.styles import Font
 from openpyxl.styles.differential import DifferentialStyle
 from pypdf import PdfReader
@@ -31,11 +34,7 @@ from tests.osworld_reference import reference_metrics
 from vm_pool.agent.accessibility import AtspiSource
 from vm_pool.evaluation.getters import GETTERS, Reading
 from vm_pool.evaluation.metrics import METRICS, MetricError
-from vm_pool.evaluation.metrics.conditional_formats import _CarriedTest
 from vm_pool.evaluation.metrics.pdf import pdf_text
-from vm_pool.evaluation.metrics.table_parts import _anchor
-from vm_pool.evaluation.metrics.workbook import read_cell_style
-from vm_pool.evaluation.metrics.writer import _odf_attribute
 from vm_pool.evaluation.readers import READERS
 
 
@@ -244,33 +243,163 @@ def test_pdf_text_without_pymupdf_is_pypdfs(
     assert METRICS["compare_pdfs"](result, gold) == 1.0
 
 
-def test_a_formula_rule_without_a_formula_formats_no_cell():
-    carried = _CarriedTest()
-    assert carried.after(Rule(type="expression", formula=[]), {}) is None  # OSWorld: IndexError
-    assert carried.kind is None  # and the rule rebinds nothing for the rules after it
+# The workbooks and documents below are saved by openpyxl and odfpy; where those write another
+# shape than the one at issue, the part is edited in the zip (``_rewritten``).
 
 
-def test_a_conditional_style_without_a_number_format_sets_none():
-    cell = Workbook().active["A1"]
-    cell.value = 12.5
-    only_font = DifferentialStyle(font=Font(color="FF00FF00"))
-    # OSWorld reads differential.numFmt.formatCode and raises AttributeError on None.
-    assert read_cell_style("number_format", cell, only_font) is None
+def _rewritten(path: Path, part: str, edit: Callable[[str], str]) -> str:
+    """The package at ``path`` with one XML part passed through ``edit``."""
+    with zipfile.ZipFile(path) as package:
+        parts = {name: package.read(name) for name in package.namelist()}
+    parts[part] = edit(parts[part].decode()).encode()
+    with zipfile.ZipFile(path, "w") as package:
+        for name, data in parts.items():
+            package.writestr(name, data)
+    return str(path)
 
 
-def test_a_one_cell_or_absolute_anchor_reads_its_missing_parts_as_none():
-    one_cell = OneCellAnchor()
-    one_cell._from.col = 3
-    # OSWorld reads anchor.editAs and anchor.to: AttributeError for both kinds.
-    assert _anchor(one_cell) == [None, 3, None, None, None]
-    assert _anchor(AbsoluteAnchor()) == [None, None, None, None, None]
+def _workbook(path: Path, *rules: Rule, chart_at: str | None = None) -> str:
+    """Sheet1 holds 4, 12 and 30 in A1:A3, conditionally formatted by ``rules``, and a bar
+    chart of them anchored at ``chart_at`` (openpyxl's one-cell anchor)."""
+    book = Workbook()
+    sheet = book.active
+    sheet.title = "Sheet1"
+    for row, value in enumerate((4, 12, 30), start=1):
+        sheet.cell(row=row, column=1, value=value)
+    for rule in rules:
+        sheet.conditional_formatting.add("A1:A3", rule)
+    if chart_at is not None:
+        chart = BarChart()
+        chart.add_data(Reference(sheet, min_col=1, min_row=1, max_row=3))
+        sheet.add_chart(chart, chart_at)
+    book.save(path)
+    return str(path)
 
 
-def test_a_style_node_that_cannot_carry_a_highlight_has_none():
-    column = TableColumnProperties(columnwidth="2cm")
-    with pytest.raises(ValueError):  # what OSWorld's getAttribute call meets
-        column.getAttribute("backgroundcolor")
-    assert _odf_attribute(column, "backgroundcolor") is None
-    assert _odf_attribute(P(text="plain"), "backgroundcolor") is None
-    style = Style(name="T1", family="text")
-    assert _odf_attribute(style, "name") == "T1"
+def _style_rule(*props: str) -> list[dict[str, Any]]:
+    return [{"type": "style", "sheet_idx0": 0, "sheet_idx1": "EI0", "props": list(props)}]
+
+
+_RED = Font(color="FFFF0000")
+
+
+def test_a_formula_rule_without_a_formula_formats_no_cell(
+    tmp_path: Path, osworld: dict[str, Any]
+) -> None:
+    # <cfRule type="expression" dxfId="0" priority="1"/>: no <formula> child.
+    empty = Rule(type="expression", formula=[], dxf=DifferentialStyle(font=_RED))
+    over_ten = CellIsRule(operator="greaterThan", formula=["10"], font=_RED)
+    result = _workbook(tmp_path / "r.xlsx", empty, over_ten)
+    gold = _workbook(tmp_path / "g.xlsx", over_ten)
+    assert METRICS["compare_table"](result, gold, rules=_style_rule("font_color")) == 1.0
+    plain = _workbook(tmp_path / "plain.xlsx")
+    assert METRICS["compare_table"](result, plain, rules=_style_rule("font_color")) == 0.0
+    with pytest.raises(IndexError):  # formulae[0] of the rule without a formula
+        osworld["compare_table"](result, gold, rules=_style_rule("font_color"))
+
+
+def test_a_conditional_style_without_a_number_format_sets_none(
+    tmp_path: Path, osworld: dict[str, Any]
+) -> None:
+    # A2 and A3 (over 10) take a conditional style that sets only the font colour.
+    over_ten = CellIsRule(operator="greaterThan", formula=["10"], font=_RED)
+    result = _workbook(tmp_path / "r.xlsx", over_ten)
+    gold = _workbook(tmp_path / "g.xlsx", over_ten)
+    rules = _style_rule("number_format")
+    assert METRICS["compare_table"](result, gold, rules=rules) == 1.0
+    # None where the style applies, not the cell's own "General": a sheet without it differs.
+    plain = _workbook(tmp_path / "plain.xlsx")
+    assert METRICS["compare_table"](result, plain, rules=rules) == 0.0
+    with pytest.raises(AttributeError, match="formatCode"):  # differential.numFmt is None
+        osworld["compare_table"](result, gold, rules=rules)
+
+
+def _absolute_anchor(drawing: str) -> str:
+    """openpyxl's one-cell anchor as an absolute one: a position in EMUs, no cell."""
+    drawing = re.sub(
+        r"<oneCellAnchor><from>.*?</from>", '<absoluteAnchor><pos x="1219200" y="190500"/>', drawing
+    )
+    return drawing.replace("</oneCellAnchor>", "</absoluteAnchor>")
+
+
+def test_a_chart_with_a_one_cell_or_absolute_anchor_is_compared(
+    tmp_path: Path, osworld: dict[str, Any]
+) -> None:
+    rules = [{"type": "chart", "sheet_idx0": 0, "sheet_idx1": "EI0", "chart_props": ["anchor"]}]
+    one_cell = _workbook(tmp_path / "r.xlsx", chart_at="C2")
+    gold = _workbook(tmp_path / "g.xlsx", chart_at="C2")
+    assert "<oneCellAnchor>" in zipfile.ZipFile(gold).read("xl/drawings/drawing1.xml").decode()
+    assert METRICS["compare_table"](one_cell, gold, rules=rules) == 1.0
+    moved = _workbook(tmp_path / "moved.xlsx", chart_at="E2")
+    assert METRICS["compare_table"](moved, gold, rules=rules) == 0.0  # its start column differs
+    with pytest.raises(AttributeError, match="editAs"):
+        osworld["compare_table"](one_cell, gold, rules=rules)
+
+    absolute = _workbook(tmp_path / "a.xlsx", chart_at="C2")
+    absolute = _rewritten(Path(absolute), "xl/drawings/drawing1.xml", _absolute_anchor)
+    absolute_gold = _workbook(tmp_path / "ag.xlsx", chart_at="C2")
+    absolute_gold = _rewritten(Path(absolute_gold), "xl/drawings/drawing1.xml", _absolute_anchor)
+    assert METRICS["compare_table"](absolute, absolute_gold, rules=rules) == 1.0
+    assert METRICS["compare_table"](absolute, gold, rules=rules) == 0.0  # no start column
+    with pytest.raises(AttributeError, match="editAs"):
+        osworld["compare_table"](absolute, absolute_gold, rules=rules)
+
+
+def _odt(path: Path, highlight: str) -> str:
+    """'Call the candidate', the last word in the text style T1 with ``highlight`` as its
+    background."""
+    doc = OpenDocumentText()
+    text_style = Style(name="T1", family="text")
+    text_style.addElement(TextProperties(backgroundcolor=highlight))
+    doc.automaticstyles.addElement(text_style)
+    paragraph = P(text="Call the ")
+    paragraph.addElement(Span(stylename=text_style, text="candidate"))
+    doc.text.addElement(paragraph)
+    doc.save(str(path))
+    return str(path)
+
+
+def _column_properties_too(content: str) -> str:
+    """T1 also holding a table column's properties, which odfpy will not add to a text style.
+
+    A same-named column style beside T1 would not show the difference: odfpy renames a
+    duplicate style name on load, and the span follows the text style.
+    """
+    column = '<style:table-column-properties style:column-width="2cm"/>'
+    return content.replace("</style:style>", column + "</style:style>", 1)
+
+
+def _indented_styles(content: str) -> str:
+    """The automatic styles written one element a line, as an indenting XML writer does."""
+    start, end = content.index("<office:automatic-styles>"), content.index("<office:body>")
+    return content[:start] + content[start:end].replace("><", ">\n  <") + content[end:]
+
+
+def test_a_style_node_that_cannot_carry_a_highlight_has_none(
+    tmp_path: Path, osworld: dict[str, Any]
+) -> None:
+    gold = _odt(tmp_path / "g.odt", "transparent")
+    metric = METRICS["check_highlighted_words"]
+
+    # The line breaks between the styles are text nodes: odfpy's Text has no getAttribute.
+    indented = _rewritten(
+        Path(_odt(tmp_path / "i.odt", "transparent")), "content.xml", _indented_styles
+    )
+    yellow = _rewritten(Path(_odt(tmp_path / "y.odt", "#ffff00")), "content.xml", _indented_styles)
+    assert metric(indented, gold) == 1.0
+    assert metric(yellow, gold) == 0.0
+    with pytest.raises(AttributeError, match="'Text' object has no attribute 'getAttribute'"):
+        osworld["check_highlighted_words"](indented, gold)
+
+    # A column's properties do not allow fo:background-color: odfpy's getAttribute raises
+    # ValueError.
+    with_column = _rewritten(
+        Path(_odt(tmp_path / "c.odt", "transparent")), "content.xml", _column_properties_too
+    )
+    yellow_with_column = _rewritten(
+        Path(_odt(tmp_path / "cy.odt", "#ffff00")), "content.xml", _column_properties_too
+    )
+    assert metric(with_column, gold) == 1.0
+    assert metric(yellow_with_column, gold) == 0.0
+    with pytest.raises(ValueError, match="backgroundcolor"):
+        osworld["check_highlighted_words"](with_column, gold)
