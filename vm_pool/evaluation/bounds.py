@@ -22,9 +22,13 @@ never a score of 0 (the episode may have been right) and never a hang.
 """
 
 import re
+import sqlite3
 import warnings
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 from lxml import etree
 from PIL import Image
@@ -37,6 +41,8 @@ RATIO_FLOOR_BYTES = 1024 * 1024  # small members compress as they like
 MAX_SHEET_CELLS = 2_000_000
 MAX_IMAGE_PIXELS = 4096 * 4096
 MAX_PDF_PAGES = 200
+SQLITE_STEPS = 20_000_000  # virtual-machine steps a query may take
+SQLITE_CHECK_EVERY = 10_000
 
 _SHEET_PART = re.compile(r"^xl/worksheets/[^/]+\.xml$")
 _CELL_REF = re.compile(r"^([A-Z]{1,3})(\d+)$")
@@ -146,3 +152,28 @@ def open_image(path: str | Path) -> Image.Image:
 def check_page_count(count: int) -> None:
     if count > MAX_PDF_PAGES:
         raise LimitHit("pdf pages", f"{count} pages (at most {MAX_PDF_PAGES})")
+
+
+@contextmanager
+def read_only_sqlite(path: str | Path) -> Iterator[sqlite3.Connection]:
+    """A desktop's SQLite database, opened read-only and immutable (no journal, no lock,
+    nothing written beside it), its path quoted into the URI; a query past ``SQLITE_STEPS``
+    steps is stopped and raises ``LimitHit("sqlite work")``."""
+    check_size(path)
+    db = sqlite3.connect(f"file:{quote(str(path))}?mode=ro&immutable=1", uri=True)
+    steps = 0
+
+    def progress() -> int:
+        nonlocal steps
+        steps += SQLITE_CHECK_EVERY
+        return 1 if steps > SQLITE_STEPS else 0  # non-zero interrupts the query
+
+    db.set_progress_handler(progress, SQLITE_CHECK_EVERY)
+    try:
+        yield db
+    except sqlite3.OperationalError as error:
+        if steps > SQLITE_STEPS:
+            raise LimitHit("sqlite work", f"more than {SQLITE_STEPS} steps") from error
+        raise
+    finally:
+        db.close()

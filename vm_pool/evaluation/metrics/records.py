@@ -10,14 +10,9 @@ work", never a score.
 """
 
 import csv
-import sqlite3
 from typing import Any
-from urllib.parse import quote
 
-from vm_pool.evaluation.bounds import LimitHit, check_size
-
-SQLITE_STEPS = 20_000_000
-SQLITE_CHECK_EVERY = 10_000
+from vm_pool.evaluation.bounds import check_size, read_only_sqlite
 
 
 def match_record(pattern: dict[str, Any], item: dict[str, Any]) -> bool:
@@ -45,24 +40,8 @@ def run_sqlite3(result: str | None, rules: dict[str, Any]) -> float:
     (None and no answer: 0)."""
     if result is None:
         return 0.0
-    check_size(result)
-    db = sqlite3.connect(f"file:{quote(result)}?mode=ro&immutable=1", uri=True)
-    steps = 0
-
-    def progress() -> int:
-        nonlocal steps
-        steps += SQLITE_CHECK_EVERY
-        return 1 if steps > SQLITE_STEPS else 0  # non-zero interrupts the query
-
-    db.set_progress_handler(progress, SQLITE_CHECK_EVERY)
-    try:
+    with read_only_sqlite(result) as db:
         row = db.execute(rules["sql"]).fetchone()
-    except sqlite3.OperationalError as error:
-        if steps > SQLITE_STEPS:
-            raise LimitHit("sqlite work", f"more than {SQLITE_STEPS} steps") from error
-        raise
-    finally:
-        db.close()
     if row is None:
         return 0.0
     return float(row[0] or 0)

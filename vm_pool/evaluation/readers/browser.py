@@ -11,11 +11,9 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from vm_pool.evaluation.bounds import LimitHit, check_size
+from vm_pool.evaluation.bounds import LimitHit, check_size, read_only_sqlite
 from vm_pool.evaluation.readers.base import Reader, Unreadable
 
-SQLITE_STEPS = 20_000_000
-SQLITE_CHECK_EVERY = 10_000
 HISTORY_ROWS = 100_000
 COOKIE_ROWS = 100_000
 
@@ -24,32 +22,17 @@ def _sqlite_rows(path: str, table: str, query: str, limit: int, what: str) -> li
     """Rows of a query over one table of a profile database, opened read-only and immutable
     (no journal, no lock, nothing written beside it); the table must be a table (a view can be
     made to compute forever) and a progress handler stops a query past ``SQLITE_STEPS``."""
-    check_size(path)
-    with open(path, "rb") as f:
+    with open(path, "rb") as f:  # 16 bytes: its size is checked as it is opened below
         if f.read(16) != b"SQLite format 3\x00":
             raise Unreadable(f"the browser's {what} file is not an SQLite database")
-    db = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    steps = 0
-
-    def progress() -> int:
-        nonlocal steps
-        steps += SQLITE_CHECK_EVERY
-        return 1 if steps > SQLITE_STEPS else 0  # non-zero interrupts the query
-
-    db.set_progress_handler(progress, SQLITE_CHECK_EVERY)
     try:
-        kind = db.execute("SELECT type FROM sqlite_master WHERE name = ?", (table,)).fetchone()
-        if kind is None or kind[0] != "table":
-            raise Unreadable(f"the browser's {what} has no {table!r} table", "sqlite schema")
-        rows = db.execute(f"{query} LIMIT ?", (limit + 1,)).fetchall()
-    except sqlite3.OperationalError as error:
-        if steps > SQLITE_STEPS:
-            raise LimitHit("sqlite work", f"more than {SQLITE_STEPS} steps") from error
+        with read_only_sqlite(path) as db:
+            kind = db.execute("SELECT type FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+            if kind is None or kind[0] != "table":
+                raise Unreadable(f"the browser's {what} has no {table!r} table", "sqlite schema")
+            rows = db.execute(f"{query} LIMIT ?", (limit + 1,)).fetchall()
+    except sqlite3.DatabaseError as error:  # an OperationalError past the steps is a LimitHit
         raise Unreadable(f"the browser's {what} cannot be read: {error}") from error
-    except sqlite3.DatabaseError as error:
-        raise Unreadable(f"the browser's {what} cannot be read: {error}") from error
-    finally:
-        db.close()
     if len(rows) > limit:
         raise LimitHit(f"{what.lower()} rows", f"more than {limit} rows")
     return rows
