@@ -54,6 +54,16 @@ def open_docx(path: str) -> DocxDocument | None:
         return None
 
 
+def open_both(result: str | None, expected: str | None) -> tuple[DocxDocument, DocxDocument] | None:
+    """Both documents, or None when either is missing or does not open (a score of 0)."""
+    if not result or not expected:
+        return None
+    doc1, doc2 = open_docx(result), open_docx(expected)
+    if doc1 is None or doc2 is None:
+        return None
+    return doc1, doc2
+
+
 def check_tabstops(result: str | None, expected: str | None, **options: Any) -> float:
     """How closely the result's tab stops match the expected document's, from 0 to 1.
 
@@ -64,11 +74,10 @@ def check_tabstops(result: str | None, expected: str | None, **options: Any) -> 
     pair's distance, over the expected first section's text width, is taken off the score
     (averaged over the paragraphs).
     """
-    if not result or not expected:
+    pair = open_both(result, expected)
+    if pair is None:
         return 0.0
-    doc1, doc2 = open_docx(result), open_docx(expected)
-    if doc1 is None or doc2 is None:
-        return 0.0
+    doc1, doc2 = pair
     para1 = [p for p in doc1.paragraphs if p.text.strip()]
     para2 = [p for p in doc2.paragraphs if p.text.strip()]
     if len(para1) != len(para2):
@@ -119,11 +128,10 @@ def check_tabstops(result: str | None, expected: str | None, **options: Any) -> 
 
 def compare_subscript_contains(result: str | None, expected: str | None) -> float:
     """1 when some run is subscript in both documents at the same paragraph and run index."""
-    if not result or not expected:
+    pair = open_both(result, expected)
+    if pair is None:
         return 0.0
-    doc1, doc2 = open_docx(result), open_docx(expected)
-    if doc1 is None or doc2 is None:
-        return 0.0
+    doc1, doc2 = pair
     for para1, para2 in zip(doc1.paragraphs, doc2.paragraphs, strict=False):
         for run1, run2 in zip(para1.runs, para2.runs, strict=False):
             if run1.font.subscript and run2.font.subscript:
@@ -207,11 +215,10 @@ def _odf_attribute(node: Any, name: str) -> Any:
 
 def compare_docx_images(result: str | None, expected: str | None) -> float:
     """1 when both documents hold the same number of pictures, pairwise of the same pixels."""
-    if not result or not expected:
+    pair = open_both(result, expected)
+    if pair is None:
         return 0.0
-    doc1, doc2 = open_docx(result), open_docx(expected)
-    if doc1 is None or doc2 is None:
-        return 0.0
+    doc1, doc2 = pair
     images1, images2 = _image_blobs(doc1), _image_blobs(doc2)
     if len(images1) != len(images2):
         return 0.0
