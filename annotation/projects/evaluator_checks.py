@@ -91,12 +91,12 @@ def request(
     counts: Counter[str] = Counter()
     queue = host_queue(_host(project))
     now = timezone.now()
+    tasks = [task for task in tasks if checkable(task.evaluator) and not task.cannot_run]
     with transaction.atomic():
+        checks = {c.task_id: c for c in EvaluatorCheck.objects.filter(task__in=tasks)}
         for task in tasks:
-            if not checkable(task.evaluator) or task.cannot_run:
-                continue
             sha = content_sha(task)
-            existing = EvaluatorCheck.objects.filter(task=task).first()
+            existing = checks.get(task.pk)
             if only_stale and existing is not None and existing.content_sha == sha:
                 counts[existing.status] += 1
                 continue
