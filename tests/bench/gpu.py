@@ -25,8 +25,10 @@ limits: a smoke test of every path, run by ``tests/model_serving/test_bench_gpu.
 """
 
 import argparse
+import io
 import json
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -39,6 +41,7 @@ import torch
 
 RESULTS_PATH = Path(__file__).resolve().parents[2] / "bench-gpu-results.json"
 WARM_UP = 2
+HISTORY = 5  # screenshots in a row: the exporter's history window
 GOALS = {
     "gpu_sft_s_per_sample_7b": "≤ 2.0",
     "gpu_dpo_s_per_pair_7b": "≤ 6",
@@ -147,11 +150,12 @@ def build_base(arch: str, folder: Path) -> Path:
         vision_start_token_id=ids["<|vision_start|>"],
         vision_end_token_id=ids["<|vision_end|>"],
     )
-    with torch.device("cuda"):
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
         model = Qwen2_5_VLForConditionalGeneration._from_config(config, dtype=torch.bfloat16)
     model.save_pretrained(folder)
     del model
-    torch.cuda.empty_cache()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
     limits = {"min_pixels": 3136, "max_pixels": 16384 * 28 * 28}  # UI-TARS-1.5's
     processor = ImageOnlyQwen2_5_VLProcessor(
         image_processor=Qwen2VLImageProcessorPil(**limits),
@@ -162,20 +166,28 @@ def build_base(arch: str, folder: Path) -> Path:
     return folder
 
 
-def export_rows(folder: Path, episodes: int) -> dict[str, Any]:
-    """SFT and DPO exports of episodes of 1920×1080 screenshots, built by the export job."""
-    from annotation.datasets import exports  # Django: set up by main() first
+def export_rows(folder: Path, steps: int) -> dict[str, tuple[Any, list[Path]]]:
+    """SFT and DPO exports of episodes of 1920×1080 screenshots, built by the export job and
+    copied into ``folder`` as a train worker copies them: each kind's ``DatasetRef`` and the
+    local paths of its Parquet files. Needs Django (set up by ``main`` first)."""
+    from django.core.files.storage import default_storage  # Django: set up by main() first
+
+    from annotation.datasets import exports  # Django: as above
     from annotation.models import DatasetExport, Membership, Project  # Django: as above
     from backend.accounts.models import User  # Django: as above
     from backend.accounts.roles import Role  # Django: as above
+    from model_serving.training import data  # weight: pyarrow, only when the benchmark runs
+    from model_serving.training.spec import DatasetFile, DatasetRef  # beside data, as above
     from tests.support.export_data import make_episodes  # Django: as above
 
     project = Project.objects.create(name=f"GPU benchmark {time.time_ns()}")
     annotator, _ = User.objects.get_or_create(username="bench-gpu-annotator")
     engineer, _ = User.objects.get_or_create(username="bench-gpu-engineer")
     Membership.objects.create(project=project, user=annotator, role=Role.ANNOTATOR)
-    make_episodes(project, annotator, episodes, 8, distinct_screens=8, size=(1920, 1080))
-    built = {}
+    # A 16-step episode gives six SFT and six DPO rows with a full history window.
+    episodes = max(2, -(-steps // 6))
+    make_episodes(project, annotator, episodes, 16, distinct_screens=8, size=(1920, 1080))
+    rows = {}
     for kind in ("sft", "dpo"):
         filters = exports.ExportFilters(exclude_held_out=True)
         export = exports.create_export(project, engineer, kind, "trl", filters)
@@ -183,18 +195,37 @@ def export_rows(folder: Path, episodes: int) -> dict[str, Any]:
         export.refresh_from_db()
         if export.status != DatasetExport.Status.SUCCEEDED:
             raise RuntimeError(f"export {export.pk} {export.status}: {export.error}")
-        built[kind] = export
-    return built
+        ref = DatasetRef(
+            export_id=export.pk,
+            kind=kind,
+            location=export.location,
+            files=tuple(DatasetFile(f["name"], f["sha256"], int(f["size"])) for f in export.files),
+        )
+        paths = data.fetch(ref, lambda name: default_storage.open(name, "rb"), folder / kind)
+        (folder / f"{kind}.json").write_text(json.dumps(ref.to_json()))
+        rows[kind] = (ref, paths)
+    return rows
 
 
-def run_architecture(arch: str, workdir: Path, steps: int) -> dict[str, float | int | str]:
-    """Build, export, train SFT then DPO; the figures with the architecture's suffix."""
-    from django.core.files.storage import default_storage  # Django: set up by main() first
+def saved_rows(folder: Path) -> dict[str, tuple[Any, list[Path]]]:
+    """Rows that ``--prepare`` wrote on another machine (no Django needed to read them)."""
+    from model_serving.training.spec import DatasetRef  # beside run_architecture's imports
 
+    rows = {}
+    for kind in ("sft", "dpo"):
+        ref = DatasetRef.from_json(json.loads((folder / f"{kind}.json").read_text()))
+        paths = [folder / kind / f.name.replace("/", "__") for f in ref.parquet_files]
+        rows[kind] = (ref, paths)
+    return rows
+
+
+def run_architecture(
+    arch: str, workdir: Path, steps: int, rows: dict[str, tuple[Any, list[Path]]] | None = None
+) -> dict[str, float | int | str]:
+    """Build, export (unless ``rows`` are given), train SFT then DPO; the figures with the
+    architecture's suffix. Training needs no Django: only the export does."""
     from model_serving.training import data, lengths, trainer  # weight: torch, TRL
-    from model_serving.training.spec import (  # Django: set up by main() first
-        DatasetFile,
-        DatasetRef,
+    from model_serving.training.spec import (  # beside the trainer, as above
         Stage,
         TrainingSpec,
         hyperparameters,
@@ -202,27 +233,21 @@ def run_architecture(arch: str, workdir: Path, steps: int) -> dict[str, float | 
 
     cuda = torch.cuda.is_available()
     base = build_base(arch, workdir / "base")
-    built = export_rows(workdir, episodes=max(2, (steps + 3) // 4))
+    rows = rows or export_rows(workdir / "rows", steps)
     counter = lengths.TokenCounter.for_base(str(base))
     hp = hyperparameters({"max_steps": steps, "gradient_accumulation_steps": 1})
     figures: dict[str, float | int | str] = {"gpu_card": device_name()}
-    for kind, export in built.items():
-        ref = DatasetRef(
-            export_id=export.pk,
-            kind=kind,
-            location=export.location,
-            files=tuple(DatasetFile(f["name"], f["sha256"], int(f["size"])) for f in export.files),
-        )
-        paths = data.fetch(ref, lambda name: default_storage.open(name, "rb"), workdir / kind)
-        table = data.load(ref, paths, lambda _: False, workdir / "tables")
+    for kind, (ref, paths) in rows.items():
+        table = full_windows(data.load(ref, paths, lambda _: False, workdir / "tables"))
         if kind == "sft":
             tokens = [row.tokens for row in lengths.row_lengths(paths, kind, counter)]
-            figures["gpu_tokens_per_row"] = round(statistics.median(tokens))
+            tokens_per_row = round(statistics.median(tokens))
+            figures["gpu_tokens_per_row"] = tokens_per_row
         spec = TrainingSpec(str(base), (Stage(kind, ref),), hyperparameters=hp)
         clock = StepClock()
         if cuda:
             torch.cuda.reset_peak_memory_stats()
-        trainer.train(spec, [table], workdir / f"run-{kind}", clock, NoCheckpoints())
+        outcome = trainer.train(spec, [table], workdir / f"run-{kind}", clock, NoCheckpoints())
         seconds = clock.seconds_per_step()
         peak = (
             torch.cuda.max_memory_allocated() / 1024**3
@@ -232,10 +257,80 @@ def run_architecture(arch: str, workdir: Path, steps: int) -> dict[str, float | 
         unit = "pair" if kind == "dpo" else "sample"
         figures[f"gpu_{kind}_s_per_{unit}_{arch}"] = round(seconds, 3)
         figures[f"gpu_{kind}_peak_gib_{arch}"] = round(peak, 2)
+        vision = outcome.stages[-1]["vision_tower"]
+        figures[f"gpu_{kind}_images_encoded_share_{arch}"] = round(
+            vision["encoded"] / max(vision["asked"], 1), 3
+        )
         if kind == "sft":
-            floor = 4 * parameters(base) * figures["gpu_tokens_per_row"] / matmul_flops()
+            floor = 4 * parameters(base) * tokens_per_row / matmul_flops()
             figures[f"gpu_sft_floor_share_{arch}"] = round(floor / seconds, 3)
+            figures |= row_parts(base, paths[0], arch)
+        print(f"bench-gpu: {kind} {arch}: {figures}", file=sys.stderr, flush=True)
     return figures
+
+
+def row_parts(base: Path, parquet: Path, arch: str) -> dict[str, float]:
+    """Two parts of an SFT step, timed alone on one full row: its five screenshots through the
+    image processor (on the CPU, where dataloader workers run it), and through a vision tower of
+    the base's architecture (random weights), by transformers' one attention call a window and
+    by Tandem's frozen tower (``window_attention``: one call a window size)."""
+    import pyarrow.parquet as pq  # weight: pyarrow, only when the benchmark runs
+    from PIL import Image  # weight: Pillow, as above
+    from transformers import AutoConfig  # weight: transformers, as above
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import (  # weight: as above
+        Qwen2_5_VisionTransformerPretrainedModel,
+    )
+
+    from model_serving.training import trainer  # weight: torch, TRL
+    from model_serving.training.vision import FrozenVisionTower  # weight: torch
+
+    row = next(r for r in pq.read_table(parquet).to_pylist() if len(r["images"]) == HISTORY)
+    images = [Image.open(io.BytesIO(image["bytes"])).convert("RGB") for image in row["images"]]
+    processor = trainer.load_processor(str(base)).image_processor
+    started = time.perf_counter()
+    inputs = processor(images=images, return_tensors="pt")
+    preprocess = time.perf_counter() - started
+
+    cuda = torch.cuda.is_available()
+    device, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
+    config = AutoConfig.from_pretrained(base).vision_config
+    config._attn_implementation = trainer.attention()
+    with torch.device(device):
+        tower = Qwen2_5_VisionTransformerPretrainedModel._from_config(config, dtype=dtype)
+    tower.requires_grad_(False)
+    pixels = inputs["pixel_values"].to(device, dtype)
+    grid = inputs["image_grid_thw"].to(device)
+
+    def seconds(run: Any) -> float:
+        times = []
+        for _ in range(3):
+            if cuda:
+                torch.cuda.synchronize()
+            started = time.perf_counter()
+            with torch.no_grad():
+                run()
+            if cuda:
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - started)
+        return min(times[1:])
+
+    own = seconds(lambda: tower(pixels, grid))
+    frozen = FrozenVisionTower.wrap(tower)
+    batched = seconds(lambda: (frozen.new_step(), tower(pixels, grid)))
+    return {
+        f"gpu_preprocess_s_per_row_{arch}": round(preprocess, 3),
+        f"gpu_vision_s_per_row_own_{arch}": round(own, 3),
+        f"gpu_vision_s_per_row_{arch}": round(batched, 3),
+    }
+
+
+def full_windows(table: Any) -> Any:
+    """The rows whose history window is full (``HISTORY`` screenshots): an episode's first
+    steps have fewer, and the figures are for rows as long as a long episode's."""
+    import pyarrow.compute as pc  # weight: pyarrow, only when the benchmark runs
+
+    counts = pc.list_value_length(table.data.column("images")).to_pylist()
+    return table.select([i for i, n in enumerate(counts) if n == HISTORY])
 
 
 def parameters(base: Path) -> int:
@@ -272,27 +367,47 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--arch", nargs="+", default=None, help="7b, 3b or tiny")
     parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument(
+        "--prepare", type=Path, help="only export the rows into this folder (needs the database)"
+    )
+    parser.add_argument(
+        "--rows", type=Path, help="train on rows an earlier --prepare wrote (no database needed)"
+    )
+    parser.add_argument("--results", type=Path, default=RESULTS_PATH)
     options = parser.parse_args()
     archs = options.arch or (["7b", "3b"] if torch.cuda.is_available() else ["tiny"])
+    if options.rows:
+        return measure(archs, options, saved_rows(options.rows))
 
     from django.test.utils import override_settings  # Django: configured just below
 
     from tests.bench import fresh_database, setup_django
 
     setup_django()
-    figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as folder, fresh_database():
         root = Path(folder)
         with override_settings(
             MEDIA_ROOT=root / "media", TANDEM_EXPORT_STAGING_ROOT=root / "staging"
         ):
-            for arch in archs:
-                print(f"bench-gpu: {arch} on {device_name()}", file=sys.stderr, flush=True)
-                figures |= run_architecture(arch, root / arch, options.steps)
+            rows = export_rows(options.prepare or root / "rows", options.steps)
+            if options.prepare:
+                print(f"rows written to {options.prepare}")
+                return 0
+            return measure(archs, options, rows)
+
+
+def measure(archs: list[str], options: argparse.Namespace, rows: dict[str, Any]) -> int:
+    """Train each architecture on ``rows``; the table, and the figures written after each."""
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for arch in archs:
+            print(f"bench-gpu: {arch} on {device_name()}", file=sys.stderr, flush=True)
+            figures |= run_architecture(arch, Path(folder) / arch, options.steps, rows)
+            options.results.write_text(json.dumps(figures, indent=2) + "\n")
+            shutil.rmtree(Path(folder) / arch)  # a 7B's weights take 16 GiB of disk
     for key, value in figures.items():
-        print(f"{key:<28} {value:>12}  {GOALS.get(key, '')}")
-    RESULTS_PATH.write_text(json.dumps(figures, indent=2) + "\n")
-    print(f"\nWritten to {RESULTS_PATH}")
+        print(f"{key:<36} {value:>12}  {GOALS.get(key, '')}")
+    print(f"\nWritten to {options.results}")
     return 0
 
 

@@ -15,7 +15,7 @@ from backend.accounts.roles import Role
 from model_serving import finetune
 from model_serving.demo_model import save_demo_base
 from model_serving.models import FineTuneJob
-from model_serving.training import cost, lengths, trainer
+from model_serving.training import cost, lengths, trainer, window_attention
 from model_serving.training.spec import Hyperparameters, hyperparameters
 from model_serving.training.vision import FrozenVisionTower, vision_tower
 from tests.support.export_data import make_episodes
@@ -113,6 +113,40 @@ def test_each_distinct_screenshot_goes_through_the_tower_once_a_step(exports, ba
     asked = dpo_counts["asked"] - sft_counts["asked"]
     encoded = dpo_counts["encoded"] - sft_counts["encoded"]
     assert asked == 4 * encoded > 0
+
+
+def test_the_batched_window_attention_gives_the_towers_own_output(base_model, monkeypatch):
+    """Windows of each size attended in one call give what transformers' one call a window
+    gives, on images whose right and bottom edges cut windows short (three window sizes)."""
+    model = trainer.load_model(str(base_model), Hyperparameters())
+    tower = vision_tower(model)
+    torch.manual_seed(7)
+    # (t, h, w) patch grids: 12×20 and 10×6 cut the 56 px (4×4 patch) windows at the edges.
+    grid = torch.tensor([[1, 12, 20], [1, 10, 6]])
+    channels = 3 * 2 * 14 * 14  # RGB × temporal patch × patch area
+    pixels = torch.randn(int(grid.prod(dim=1).sum()), channels)
+    with torch.no_grad():
+        own = tower(pixels, grid).pooler_output
+    wrapper = FrozenVisionTower.install(model)
+    calls = []
+    sdpa = window_attention.F.scaled_dot_product_attention
+    monkeypatch.setattr(
+        window_attention.F,
+        "scaled_dot_product_attention",
+        lambda q, *rest, **kw: calls.append(tuple(q.shape)) or sdpa(q, *rest, **kw),
+    )
+    with torch.no_grad():
+        batched = tower(pixels, grid).pooler_output
+
+    assert batched.shape == own.shape
+    assert torch.allclose(batched, own, atol=1e-5, rtol=1e-4)
+    # Block 0 (windows): 21 windows of three lengths, three calls; block 1 (whole images):
+    # two images of two lengths, two calls. transformers' own way makes 23.
+    assert sorted(shape[2] for shape in calls) == [4, 8, 16, 60, 240]
+    assert sum(shape[0] for shape in calls[:3]) == 21
+    # Lengths of 0 (repeated boundaries) are skipped.
+    groups = wrapper.windows.of(torch.tensor([0, 16, 32, 40, 56, 64, 64]))
+    assert [tuple(index.shape) for index in groups] == [(2, 8), (3, 16)]
 
 
 # --- lengths and cost, over the API ---------------------------------------------------------
