@@ -3,8 +3,9 @@
 ``MEASURED`` is the one place the measured figures live. They come from Tandem's own trainer on
 rows from Tandem's own exporter (five 1920×1080 screenshots at UI-TARS-1.5's image limits), a
 random-weight Qwen2.5-VL-7B in bf16, with the defaults this trainer uses (gradient checkpointing
-on and non-reentrant, the vision tower frozen and outside autograd): issue 30 and
-``../shared/BENCH.md`` ("GPU benchmark"); ``make bench-gpu`` measures them again.
+on and non-reentrant, the vision tower frozen, outside autograd and attending a window size a
+call), as ``make bench-gpu`` measures them (``tests/bench/gpu.py``); run it again on the card
+you train on and put its figures here.
 
 A job's estimate scales them to the job's rows, under three stated assumptions:
 
@@ -46,13 +47,13 @@ MEASURED = Measurement(
     architecture="qwen2.5-vl-7b",
     parameters=8.29e9,
     card="NVIDIA H200",
-    tokens_per_row=14_230,
-    sft_s_per_row=4.10,
-    sft_peak_gib=25.8,
-    dpo_s_per_pair=17.9,
-    dpo_peak_gib=34.1,
-    source="issue 30 / BENCH.md 'GPU benchmark', measured 2026-11-26 on an H200 "
-    "(checkpointing on, vision tower frozen under no_grad)",
+    tokens_per_row=15_302,
+    sft_s_per_row=2.698,
+    sft_peak_gib=26.96,
+    dpo_s_per_pair=9.015,
+    dpo_peak_gib=36.14,
+    source="make bench-gpu, 2026-11-26, NVIDIA H200: torch 2.11, transformers 5.24, TRL 1.16, "
+    "SDPA attention, the trainer's defaults",
 )
 
 # Qwen2.5-VL sizes by the language model's hidden size, with their parameter counts.

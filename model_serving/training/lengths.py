@@ -45,7 +45,7 @@ class ImageLimits:
 
     patch_size: int = 14
     merge_size: int = 2
-    # UI-TARS-1.5's published limits: a 1920×1080 screenshot is 2,691 tokens (issue 30).
+    # UI-TARS-1.5's published limits: a 1920×1080 screenshot is 2,691 tokens.
     min_pixels: int = 3136
     max_pixels: int = 16384 * 28 * 28
 

@@ -6,7 +6,8 @@ parent version's adapter), later stages train the same adapter further. TRL is g
 every row is measured first (``lengths``) and a run with a row past ``max_length`` fails
 before its first step, naming the row.
 
-Defaults that fit one 80 GB card with a 7B base and five 1080p screenshots a row (issue 30):
+Defaults that fit one 80 GB card with a 7B base and five 1080p screenshots a row
+(``make bench-gpu``):
 gradient checkpointing, non-reentrant; the vision tower frozen, outside autograd and run once
 per distinct screenshot a step (``vision``); bf16 where the GPU has it; flash-attention where
 it is installed, else PyTorch's SDPA.

@@ -1,7 +1,7 @@
 """The vision tower during LoRA training: frozen, outside autograd, each screenshot once a step.
 
 LoRA adapters touch the language model only (``trainer.language_model_modules``), so the
-vision tower never learns. Three rules follow, measured on a 7B on an H200 (issue 30):
+vision tower never learns. Three rules follow, measured on a 7B on an H200:
 
 - **Frozen**: no parameter of the tower requires a gradient.
 - **Outside autograd**: its forward runs under ``torch.no_grad()``. Gradient checkpointing

@@ -18,7 +18,15 @@ a named architecture, on rows from Tandem's own exporter; writes ``bench-gpu-res
   (``torch.cuda.max_memory_allocated``; on the CPU the process's peak resident memory);
   ``gpu_sft_floor_share_<arch>``: the arithmetic floor (forward plus activation backward,
   4 × parameters × tokens FLOP, at the device's matmul rate measured here) over the measured
-  time; ``gpu_tokens_per_row``.
+  time; ``gpu_tokens_per_row``; ``gpu_<kind>_images_encoded_share_<arch>``: screenshots the
+  vision tower really encoded over those asked of it (DPO asks four times for each).
+- **Parts of a step**, timed alone on one full row: ``gpu_preprocess_s_per_row_<arch>`` (the
+  image processor, on one CPU core; dataloader workers run it beside the GPU),
+  ``gpu_vision_s_per_row_<arch>`` (the frozen tower as the trainer runs it) and
+  ``gpu_vision_s_per_row_own_<arch>`` (transformers' own attention, one call a window).
+- **Where the rows are made**: the export needs Tandem's database; a GPU machine without one
+  trains on rows made elsewhere: ``--prepare DIR`` (here) writes them, ``--rows DIR`` (there)
+  trains on them, importing nothing of Django.
 
 Without a GPU, ``tiny`` (the demo model's architecture) runs on the CPU with small image
 limits: a smoke test of every path, run by ``tests/model_serving/test_bench_gpu.py``.

@@ -1,6 +1,14 @@
 """``make bench-gpu``'s CPU smoke run: the tiny architecture through every path of the GPU
-benchmark (model built locally, rows of 1920×1080 screenshots from the export job, SFT and DPO
-through the real trainer, every figure of BENCH.md's "GPU benchmark")."""
+benchmark. Rows of 1920×1080 screenshots come from the export job (``--prepare``'s part, which
+needs the database); a separate process without Django trains on them (``--rows``, as on a GPU
+machine without Tandem's database): model built locally, SFT and DPO through the real trainer,
+the parts of a step timed alone, every figure of the GPU benchmark."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -8,15 +16,37 @@ from tests.bench import gpu
 
 pytestmark = pytest.mark.django_db
 
+ROOT = Path(__file__).resolve().parents[2]
 
-def test_the_gpu_benchmark_runs_the_tiny_architecture_on_the_cpu(settings, tmp_path, capsys):
+
+def test_the_gpu_benchmark_runs_the_tiny_architecture_on_rows_made_elsewhere(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.TANDEM_EXPORT_STAGING_ROOT = tmp_path / "staging"
     settings.TANDEM_HELD_OUT_SHARE = 0.0
+    rows = gpu.export_rows(tmp_path / "rows", steps=4)
+    assert {kind: ref.kind for kind, (ref, _) in rows.items()} == {"sft": "sft", "dpo": "dpo"}
 
-    figures = gpu.run_architecture("tiny", tmp_path / "tiny", steps=4)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO")}
+    script = (
+        "import runpy, sys; sys.argv[0] = 'gpu'; "
+        "runpy.run_module('tests.bench.gpu', run_name='__main__', alter_sys=True)"
+    )
+    probe = "import atexit, sys; atexit.register(lambda: print('django', 'django' in sys.modules))"
+    results = tmp_path / "results.json"
+    run = subprocess.run(
+        [sys.executable, "-c", f"{probe}; {script}"]
+        + ["--rows", str(tmp_path / "rows"), "--arch", "tiny", "--steps", "4"]
+        + ["--results", str(results)],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
-    print(figures)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip().endswith("django False")  # the training side needs no database
+    figures = json.loads(results.read_text())
     assert figures["gpu_card"] == "cpu"
     assert figures["gpu_tokens_per_row"] > 5  # five screenshots and the prompt's text
     for key in (
@@ -25,6 +55,12 @@ def test_the_gpu_benchmark_runs_the_tiny_architecture_on_the_cpu(settings, tmp_p
         "gpu_sft_peak_gib_tiny",
         "gpu_dpo_peak_gib_tiny",
         "gpu_sft_floor_share_tiny",
+        "gpu_preprocess_s_per_row_tiny",
+        "gpu_vision_s_per_row_tiny",
+        "gpu_vision_s_per_row_own_tiny",
     ):
         assert figures[key] > 0, key
     assert figures["gpu_sft_floor_share_tiny"] < 1  # the floor is a floor
+    # SFT encodes every screenshot it is asked for; DPO asks four times for each and encodes once.
+    assert figures["gpu_sft_images_encoded_share_tiny"] == 1.0
+    assert figures["gpu_dpo_images_encoded_share_tiny"] == 0.25

@@ -1,4 +1,4 @@
-"""Fine-tuning at real scale, checked on the CPU with the tiny Qwen2.5-VL (issue 30): the
+"""Fine-tuning at real scale, checked on the CPU with the tiny Qwen2.5-VL: the
 defaults that fit one 80 GB card, the frozen vision tower, rows measured against
 ``max_length`` and the cost shown before a job starts, the dataset kept in the job's folder
 and the loss curve appended."""
@@ -203,7 +203,7 @@ def test_the_estimate_shows_rows_tokens_and_what_the_job_costs_on_the_measured_c
         "/api/finetune-jobs/estimate/", body([sft], seven, **steps), format="json"
     ).json()
     assert (estimate["architecture"], estimate["card"]) == ("qwen2.5-vl-7b", cost.MEASURED.card)
-    assert estimate["scaled_from"] is None and "issue 30" in estimate["source"]
+    assert estimate["scaled_from"] is None and "make bench-gpu" in estimate["source"]
     stage = estimate["stages"][0]
     weights = 2 * cost.MEASURED.parameters / cost.GIB
     assert weights < estimate["gpu_memory_gib"] < cost.MEASURED.sft_peak_gib

@@ -212,7 +212,7 @@ describe("the cost estimate", () => {
   const estimate: CostEstimate = {
     stages: [{ kind: "sft", rows: 120, tokens_per_row: { min: 3000, median: 14230, max: 14400 } }],
     card: "NVIDIA H200",
-    source: "issue 30",
+    source: "make bench-gpu",
     gpu_hours: 1.2,
     gpu_memory_gib: 26.1,
     architecture: "qwen2.5-vl-7b",
