@@ -97,7 +97,7 @@ class Hyperparameters:
     beta: float = 0.1  # DPO's
     seed: int = 42
     bf16: bool | None = None  # None: wherever the GPU supports it
-    # On by default: without it a 7B row of five 1080p screenshots needs 124 GiB (measured on an H200);
+    # On by default: without it a 7B row of five 1080p screenshots needs 124 GiB (on an H200);
     # always non-reentrant, so that frozen inputs need no gradient hooks.
     gradient_checkpointing: bool = True
     # The longest row (visual and text tokens) a job takes; a longer one is refused by name
