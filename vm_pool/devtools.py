@@ -135,7 +135,14 @@ def evaluate(target_id: str, expression: str, timeout: float = TIMEOUT_S) -> Any
         raise DevToolsError(f"no open tab {target_id!r} to evaluate in")
     ws = _WebSocket(target["webSocketDebuggerUrl"], timeout)
     try:
-        params = {"expression": expression, "returnByValue": True, "awaitPromise": True}
+        # userGesture: as Playwright's clicks are, a page script's click counts as the user's
+        # (a link that opens a new tab is not popup-blocked).
+        params = {
+            "expression": expression,
+            "returnByValue": True,
+            "awaitPromise": True,
+            "userGesture": True,
+        }
         ws.send(json.dumps({"id": 1, "method": "Runtime.evaluate", "params": params}))
         while True:
             reply = json.loads(ws.receive())
