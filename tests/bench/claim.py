@@ -6,8 +6,15 @@ people. Only ``claim_next_task`` is timed, over the claims after a warm-up.
 
 The same claim by one annotator alone is measured first, in the same run, as the anchor: it
 tells the cost of the claim itself apart from the wait for a machine shared by 16 clients.
+
+Real annotators are separate clients (web requests served by separate worker processes), so the
+16 are measured twice: as 16 processes, each with its own interpreter and connection
+(``claim_p95_ms``, the goal's figure), and as 16 threads of this one process
+(``claim_p95_ms_threads``), where each claim also waits for the one interpreter lock. The
+difference between the two is the share of the p95 that is the benchmark's own queueing.
 """
 
+import multiprocessing
 import random
 import statistics
 import threading
@@ -22,7 +29,7 @@ from annotation.projects.access import projects_where
 from annotation.projects.queue import claim_next_task, submit_task
 from backend.accounts.models import User
 from backend.accounts.roles import Capability, Role
-from tests.bench import fresh_database
+from tests.bench import claim_client, fresh_database
 
 TASKS = 10_000
 CLIENTS = 16
@@ -117,6 +124,35 @@ def _claim_together(users: list[User], warmup: int, timed: int) -> tuple[list[fl
     return [s * 1000 for a in annotators for s in a.claim_seconds], elapsed
 
 
+def _claim_in_processes(users: list[User], warmup: int, timed: int) -> tuple[list[float], float]:
+    """As ``_claim_together``, with each annotator in its own process."""
+    context = multiprocessing.get_context("spawn")
+    start_line = context.Barrier(len(users) + 1)
+    out = context.Queue()
+    connection.close()
+    workers = [
+        context.Process(
+            target=claim_client.run,
+            args=(u.username, warmup // len(users), timed // len(users), start_line, out),
+        )
+        for u in users
+    ]
+    for worker in workers:
+        worker.start()
+    start_line.wait(timeout=180)  # every process has warmed up
+    started = time.perf_counter()
+    claims: list[float] = []
+    for _ in workers:
+        kind, found = out.get(timeout=600)
+        if kind == "error":
+            raise RuntimeError(found)
+        claims.extend(found)
+    elapsed = time.perf_counter() - started
+    for worker in workers:
+        worker.join()
+    return claims, elapsed
+
+
 def _p95(samples: list[float]) -> float:
     return statistics.quantiles(samples, n=20)[-1]
 
@@ -135,10 +171,13 @@ def run() -> dict[str, float | int]:
     with fresh_database():
         users = _populate()
         solo_ms, _ = _claim_together(users[:1], SOLO_WARMUP_CLAIMS, SOLO_TIMED_CLAIMS)
-        together_ms, seconds = _claim_together(users, WARMUP_CLAIMS, TIMED_CLAIMS)
+        threads_ms, _ = _claim_together(users, WARMUP_CLAIMS, TIMED_CLAIMS)
+        together_ms, seconds = _claim_in_processes(users, WARMUP_CLAIMS, TIMED_CLAIMS)
         return {
             "claim_p50_ms": statistics.median(together_ms),
             "claim_p95_ms": _p95(together_ms),
+            "claim_p50_ms_threads": statistics.median(threads_ms),
+            "claim_p95_ms_threads": _p95(threads_ms),
             "claim_double_assignments": _double_assignments(),
             "claim_tasks": TASKS,
             "claim_clients": CLIENTS,
