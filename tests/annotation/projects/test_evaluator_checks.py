@@ -8,6 +8,7 @@ in container desktops) all pass."""
 
 import base64
 import json
+import time
 from typing import Any
 
 import pytest
@@ -19,8 +20,11 @@ from annotation.models import EvaluatorCheck, EvaluatorCheckStatus, Project, Tas
 from annotation.projects import evaluator_checks
 from annotation.projects.importer import import_tasks
 from backend.accounts.roles import Role
+from backend.celery import app as celery_app
+from tests.support import live
+from tests.support.services import BIN, running
 from vm_pool import pool
-from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
+from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, host_queue
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -171,3 +175,29 @@ def test_the_osworld_demo_tasks_pass_their_self_check(loop_settings, project, ma
     verdicts = run_pending(project, template, loop_settings.TANDEM_HOST)
     reasons = {c.task.external_id: c.reason for c in EvaluatorCheck.objects.select_related("task")}
     assert verdicts == {row["id"]: "trusted" for row in rows}, reasons
+
+
+def test_an_imported_tasks_check_is_run_by_its_hosts_worker(host, project, make_user, settings):
+    """The import queues the check on the host's queue (after its transaction commits); the
+    host's real Celery worker runs it on the host's ready desktop and records the verdict."""
+    template = DesktopTemplate.objects.create(name="checked", width=1024, height=768, min_ready=0)
+    Project.objects.filter(pk=project.pk).update(environment_template="checked")
+    desktop = pool.start_desktop(pool.create_desktop(template, host).pk)
+    assert desktop.status == DesktopStatus.READY, desktop.broken_reason
+    name = f"{host}@checks"
+    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", host_queue(host), "-n", name]
+    command += ["--pool", "solo", "--without-gossip", "--without-mingle"]
+    environment = live.service_env(host, broker=settings.CELERY_BROKER_URL)
+
+    with running(command, environment, lambda: bool(celery_app.control.ping([name], 0.5)), 60):
+        manager = make_user("maria", project, Role.MANAGER)
+        report = import_tasks(project, jsonl(PUT_IN_PLACE), "", manager)
+        assert report.evaluator_checks == {"pending": 1}
+        check = EvaluatorCheck.objects.get(task__external_id="already-done")
+        deadline = time.monotonic() + 120
+        while check.status == EvaluatorCheckStatus.PENDING and time.monotonic() < deadline:
+            time.sleep(0.5)
+            check.refresh_from_db()
+
+    assert check.status == EvaluatorCheckStatus.PASSES_WITHOUT_WORK, (check.status, check.reason)
+    assert check.score == 1.0 and check.checked_at is not None
