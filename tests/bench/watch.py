@@ -23,6 +23,8 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -123,48 +125,47 @@ def _idle_watched(template: Any, host: str) -> dict[str, float | int]:
     }
 
 
-def run() -> dict[str, float | int]:
-    from tests.bench import fresh_database, setup_django
-
-    setup_django()
+@contextmanager
+def _desktop_session(displays: tuple[int, int], host: str) -> Iterator[Any]:
+    """A fresh bench database, displays and desktop folder of their own, and a desktop
+    template; every desktop started in the block is stopped after it."""
     from django.test import override_settings
 
-    from tests.bench.step import _start_desktops
+    from tests.bench import fresh_database
     from vm_pool import pool
     from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 
-    host = f"bench-watch-idle-{uuid.uuid4().hex[:6]}"
-    desktop_root = Path(tempfile.mkdtemp(prefix="tandem-bench-watch-idle-"))
+    root = Path(tempfile.mkdtemp(prefix="tandem-bench-watch-"))
     local = override_settings(
-        TANDEM_DISPLAY_RANGE=DISPLAYS, TANDEM_DESKTOP_ROOT=desktop_root, TANDEM_HOST=host
+        TANDEM_DISPLAY_RANGE=displays, TANDEM_DESKTOP_ROOT=root, TANDEM_HOST=host
     )
     try:
         with local, fresh_database():
             template = DesktopTemplate.objects.create(name="bench-watch", width=1280, height=800)
             try:
-                desktops = _start_desktops(template, host, DESKTOPS)
-                controls = [pool.control_for(desktop) for desktop in desktops]
-                damage_pct, damage_grabs = _watched_cpu(controls, damage=True)
-                polling_pct, polling_grabs = _watched_cpu(controls, damage=False)
+                yield template
             finally:
                 for desktop in Desktop.objects.exclude(status=DesktopStatus.STOPPED):
                     pool.stop_desktop(desktop.pk)
     finally:
-        shutil.rmtree(desktop_root, ignore_errors=True)
-    idle_root = Path(tempfile.mkdtemp(prefix="tandem-bench-watch-many-"))
-    many = override_settings(
-        TANDEM_DISPLAY_RANGE=IDLE_DISPLAYS, TANDEM_DESKTOP_ROOT=idle_root, TANDEM_HOST=host
-    )
-    try:
-        with many, fresh_database():
-            template = DesktopTemplate.objects.create(name="bench-many", width=1280, height=800)
-            try:
-                ladder = _idle_watched(template, host)
-            finally:
-                for desktop in Desktop.objects.exclude(status=DesktopStatus.STOPPED):
-                    pool.stop_desktop(desktop.pk)
-    finally:
-        shutil.rmtree(idle_root, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def run() -> dict[str, float | int]:
+    from tests.bench import setup_django
+
+    setup_django()
+    from tests.bench.step import _start_desktops
+    from vm_pool import pool
+
+    host = f"bench-watch-idle-{uuid.uuid4().hex[:6]}"
+    with _desktop_session(DISPLAYS, host) as template:
+        desktops = _start_desktops(template, host, DESKTOPS)
+        controls = [pool.control_for(desktop) for desktop in desktops]
+        damage_pct, damage_grabs = _watched_cpu(controls, damage=True)
+        polling_pct, polling_grabs = _watched_cpu(controls, damage=False)
+    with _desktop_session(IDLE_DISPLAYS, host) as template:
+        ladder = _idle_watched(template, host)
     figures = {
         "watch_cpu_pct_per_desktop": round(damage_pct, 3),
         "watch_grabs_per_desktop_per_s": round(damage_grabs, 3),
