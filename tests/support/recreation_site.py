@@ -9,14 +9,10 @@ button, a results page at ``/search`` whose highlighted result opens the campgro
 availability table's column headers (class ``camp-sortable-column-header``).
 """
 
-import datetime
 import ipaddress
 import json
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from tests.support.certificates import self_signed
 
 PORT = 8443
 LOOPBACK = ipaddress.ip_address("127.0.0.1")
@@ -72,7 +68,9 @@ def files() -> dict[str, bytes]:
     """The server, its pages and a self-signed certificate, by path on the desktop."""
     headers = "".join(f'<th class="camp-sortable-column-header">{h}</th>' for h in HEADERS_BEFORE)
     camp = CAMPGROUND % {"after": json.dumps(HEADERS_AFTER), "headers": headers}
-    cert, key = _certificate()
+    cert, key = self_signed(
+        ["www.recreation.gov", "recreation.gov"], addresses=("127.0.0.1",), days=7
+    )
     return {
         f"{FOLDER}/serve.py": (SERVER % {"folder": FOLDER, "port": PORT}).encode(),
         f"{FOLDER}/home.html": HOME.encode(),
@@ -81,32 +79,3 @@ def files() -> dict[str, bytes]:
         f"{FOLDER}/cert.pem": cert,
         f"{FOLDER}/key.pem": key,
     }
-
-
-def _certificate() -> tuple[bytes, bytes]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "www.recreation.gov")])
-    now = datetime.datetime.now(datetime.UTC)
-    names = [x509.DNSName("www.recreation.gov"), x509.DNSName("recreation.gov")]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=7))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [*names, x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), key_pem
