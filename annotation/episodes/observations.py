@@ -191,14 +191,16 @@ def settled_quietly(control: Any, quiet_ms: float, limit_s: float = 5.0) -> Obse
     its file written, half a second after the key that confirmed it) changes the screen after a
     settle alone would have ended: a run without a person (a rollout, a branch's replay) and an
     evaluation that reads the desktop after the last step wait it out. Where the server reports
-    damage, a screen on which nothing was drawn meanwhile is the same without a look at it."""
+    damage, the quiet period counts from the last drawing the settle saw (from the call, on a
+    screen that did not change), and a screen on which nothing was drawn since its frame is the
+    same without a look at it; elsewhere it counts from the settled frame."""
+    started = time.monotonic()
     observation = control.observe(settle=True)
-    deadline = time.monotonic() + limit_s
+    deadline = started + limit_s
     while quiet_ms > 0 and time.monotonic() < deadline:
-        time.sleep(quiet_ms / 1000)
-        # Where the server reports damage, nothing drawn since the observation's frame is the
-        # same screen without a look at it.
         reports = _damage_reports(control)
+        still_since = max(started, reports.changed_at) if reports is not None else time.monotonic()
+        time.sleep(max(0.0, min(still_since + quiet_ms / 1000, deadline) - time.monotonic()))
         if reports is not None and _nothing_drawn(reports):
             return observation
         # A glance, not a settle: a screen still the same is the answer at once (a settle
@@ -206,5 +208,6 @@ def settled_quietly(control: Any, quiet_ms: float, limit_s: float = 5.0) -> Obse
         again = control.observe(settle=False)
         if same_screen(observation.png, again.png):
             return observation
+        started = time.monotonic()
         observation = control.observe(settle=True)
     return observation

@@ -25,6 +25,7 @@ BENCHMARKS: tuple[str, ...] = (
     "tests.bench.rollouts",
     "tests.bench.observation",
     "tests.bench.watch",
+    "tests.bench.reaction",
     "tests.bench.export",
     "tests.bench.web",
     "tests.bench.evaluation",

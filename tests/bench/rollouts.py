@@ -15,10 +15,11 @@ is that over the number of desktops. The anchor is OSWorld's environment, which 
 2 s after every action: at most 0.5 steps per second per environment, measured here as
 ``rollout_speedup_vs_fixed_2s``.
 
-The run uses the default settings, so each step also waits ``TANDEM_ROLLOUT_QUIET_MS`` (300
-ms) for a still screen after the settle: the step's floor is that wait plus the settle. The
-same batch is measured a second time with no quiet period, the loop as action, settle,
-observe, store, next request only: ``rollout_env_steps_per_s_settle_only``.
+The run uses the default settings, so each step also waits until the screen has been still for
+``TANDEM_ROLLOUT_QUIET_MS`` (300 ms) since its last drawing: on this still desktop, since the
+action, which is the step's floor. The same batch is measured a second time with no quiet
+period, the loop as action, settle, observe, store, next request only:
+``rollout_env_steps_per_s_settle_only``.
 
 What a step costs the worker, from the default run: ``step_cpu_ms``, this process's CPU time over
 the run divided by the decided steps (the runs' threads, the notices' loop and the scripted

@@ -476,6 +476,69 @@ def test_settle_waits_out_an_animation_and_keeps_its_last_frame(x_desktop, contr
     assert result.frame == controller.grab_frame()
 
 
+def test_a_reaction_that_went_still_is_settled_without_waiting_out_min_ms(x_desktop, controller):
+    """``min_ms`` is the wait for a reaction to begin: a screen that did not change waits it
+    out, one that changed and went still for the window is settled then."""
+    x_desktop.launch(sys.executable, "-c", ANIMATION, "100")
+    wait_for(lambda: controller.grab_frame().rgb().getpixel((120, 120)), (128, 128, 128))
+
+    unchanged = controller.settle(window_ms=50, min_ms=1500)
+    controller.execute(Action(ActionType.CLICK, Point(250, 200)))
+    reacted = controller.settle(window_ms=50, min_ms=1500)
+
+    assert unchanged.settled and unchanged.waited_ms >= 1500
+    assert reacted.settled and 100 <= reacted.waited_ms < 1500
+    assert reacted.frame.rgb().getpixel((120, 120)) == (0, 255, 0)
+
+
+# A click is answered by a caret-sized stroke at once, and by the whole window 200 ms later.
+CARET_THEN_WINDOW = """
+import time
+from Xlib import X, display
+
+d = display.Display()
+window = d.screen().root.create_window(
+    100, 100, 300, 200, 0, d.screen().root_depth, override_redirect=True,
+    background_pixel=0x808080, event_mask=X.ButtonPressMask,
+)
+window.map()
+d.sync()
+while d.next_event().type != X.ButtonPress:
+    pass
+window.change_attributes(background_pixel=0x000000)
+window.clear_area(20, 20, 2, 16)
+d.sync()
+time.sleep(0.2)
+window.change_attributes(background_pixel=0x00FF00)
+window.clear_area()
+d.sync()
+time.sleep(600)
+"""
+
+
+def test_a_caret_sized_drawing_is_no_reaction_to_end_the_wait_for_one(x_desktop, controller):
+    x_desktop.launch(sys.executable, "-c", CARET_THEN_WINDOW)
+    wait_for(lambda: controller.grab_frame().rgb().getpixel((120, 120)), (128, 128, 128))
+
+    controller.execute(Action(ActionType.CLICK, Point(250, 200)))
+    result = controller.settle(window_ms=50, min_ms=1500)
+
+    assert result.settled
+    assert result.frame.rgb().getpixel((200, 200)) == (0, 255, 0)
+
+
+def test_compared_frames_end_a_reaction_that_went_still_before_min_ms():
+    started = time.monotonic()
+
+    def grab() -> str:
+        return "before" if time.monotonic() - started < 0.05 else "after"
+
+    result = wait_until_settled(grab, window_ms=50, min_ms=1500, max_ms=3000)
+
+    assert result.settled and result.frame == "after"
+    assert 100 <= result.waited_ms < 1500
+
+
 def test_settle_gives_up_at_max_ms_on_a_screen_that_keeps_changing():
     frames = iter(range(1_000_000))
 

@@ -12,9 +12,10 @@ reported through XFixes and counts as a change of the whole screen (its place is
 so that whoever reads the box looks at a frame.
 
 Two readers may share one display's reports: a job's settle (``vm_pool.screen.settle``) and the
-watcher thread (``vm_pool.screen.watch``). Each read updates both things they ask, kept apart so
-that neither takes the other's: the moment of the latest change, and the damaged box since the
-box was last taken. Safe to use from several threads.
+watcher thread (``vm_pool.screen.watch``). Each read updates the things they ask, kept apart so
+that neither takes the other's: the moment of the latest change, the damaged box since the box
+was last taken (the watch's, and a settle's frame), and the box drawn since a settle's start
+(``mark``). Safe to use from several threads.
 """
 
 import select
@@ -73,6 +74,7 @@ class DamageReports:
             raise
         self._lock = threading.Lock()
         self._box: Box | None = None
+        self._since_mark: Box | None = None
         self.changed_at = time.monotonic()  # the latest change read
         self.reports = 0
         self.closed = False
@@ -96,15 +98,17 @@ class DamageReports:
             self._x.sync()
         pending = self._x.pending_events()  # reads what the socket holds, never blocks
         if pending:
-            box = self._box
+            drawn: Box | None = None
             for _ in range(pending):
                 event = self._x.next_event()
                 if isinstance(event, damage.DamageNotify):
                     area = event.area
-                    box = Box(area.x, area.y, area.width, area.height).union(box)
+                    drawn = Box(area.x, area.y, area.width, area.height).union(drawn)
                 else:  # the cursor's image changed, somewhere
-                    box = self._screen
-            self._box = box
+                    drawn = self._screen
+            if drawn is not None:
+                self._box = drawn.union(self._box)
+                self._since_mark = drawn.union(self._since_mark)
             self._x.damage_subtract(self._damage)
             self._x.flush()
             self.changed_at = time.monotonic()
@@ -134,6 +138,17 @@ class DamageReports:
         with self._lock:
             box, self._box = self._box, None
             return box
+
+    def mark(self) -> None:
+        """Start the box ``since_mark`` answers anew (a settle's start): kept apart from the box
+        ``take_box`` takes, so that a settle and the watch never take each other's."""
+        with self._lock:
+            self._since_mark = None
+
+    def since_mark(self) -> Box | None:
+        """The bounding box of what was drawn since ``mark``, among the reports read."""
+        with self._lock:
+            return self._since_mark
 
     def give_back(self, box: Box | None) -> None:
         """A box taken but not looked at (the desktop was busy): it counts again."""

@@ -23,6 +23,7 @@ from annotation.models import Decision, Episode, EpisodeOutcome, Project, Propos
 from backend.accounts.roles import Role
 from tests.support.live import worker
 from vm_pool import pool
+from vm_pool.actions import Action
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 from vm_pool.screen import watch as screen_watch
 from vm_pool.screen.capture import Frame
@@ -38,6 +39,10 @@ pytestmark = pytest.mark.django_db(transaction=True)  # the watch's thread reads
 
 def rgb(png: bytes) -> bytes:
     return Image.open(io.BytesIO(png)).convert("RGB").tobytes()
+
+
+def pixel(png: bytes, x: int, y: int) -> tuple[int, int, int]:
+    return Image.open(io.BytesIO(png)).convert("RGB").getpixel((x, y))
 
 
 def stored(step: Step) -> bytes:
@@ -218,3 +223,57 @@ def test_a_screen_that_goes_back_to_a_picture_seen_for_the_step_replaces_nothing
         shown[0] += 1
         assert watcher._step(watch)
     assert len(handed) == 1
+
+
+# A click is answered in two drawings 100 ms apart: a strip first, then the whole window.
+PAUSING_REACTION = """
+import time
+from Xlib import X, display
+
+d = display.Display()
+screen = d.screen()
+window = screen.root.create_window(
+    100, 100, 400, 300, 0, screen.root_depth, override_redirect=True,
+    background_pixel=0xFFFFFF, event_mask=X.ButtonPressMask,
+)
+window.map()
+d.sync()
+colors = [0xCC3333, 0x3333CC]
+clicks = 0
+while True:
+    if d.next_event().type == X.ButtonPress:
+        clicks += 1
+        window.change_attributes(background_pixel=0x808080)
+        window.clear_area(0, 0, 400, 20)
+        d.sync()
+        time.sleep(0.1)
+        window.change_attributes(background_pixel=colors[clicks % 2])
+        window.clear_area()
+        d.sync()
+"""
+
+
+def test_a_run_without_a_person_takes_the_screen_once_a_pausing_reaction_is_over(
+    sandboxed_control,
+):
+    """A settle's short window ends in the pause of a reaction drawn in two parts (the watch
+    replaces that observation where a person decides); a rollout's observation waits until the
+    screen stayed still for the quiet period since its last drawing, and shows the whole."""
+    control = sandboxed_control
+    control.launch(["python3", "-c", PAUSING_REACTION])
+    click = Action.from_json({"type": "click", "point": [450, 200]})
+    deadline = time.monotonic() + 10
+    while pixel(control.observe(settle=False).png, 200, 300) != (255, 255, 255):
+        assert time.monotonic() < deadline, "the program's window did not appear"
+        time.sleep(0.1)
+
+    control.execute(click)
+    settled = control.observe(settle=True)
+    time.sleep(0.5)
+    over = control.observe(settle=False).png
+    assert pixel(settled.png, 200, 300) == (255, 255, 255) != pixel(over, 200, 300)
+
+    control.execute(click)
+    quiet = observations.settled_quietly(control, settings.TANDEM_ROLLOUT_QUIET_MS)
+    time.sleep(0.5)
+    assert rgb(quiet.png) == rgb(control.observe(settle=False).png)

@@ -1,0 +1,208 @@
+"""The minimum settle, from the programs' own reaction times.
+
+After an action a program starts drawing its reaction some time later: its first damage report.
+A settle that answers "still" before a slow program has begun to draw observes the screen from
+before the reaction; the live loop's watch then replaces the step's observation and the model is
+asked again (a model call spent, a screen that flips under the annotator), and a rollout's quiet
+period re-settles. ``min_ms`` (``TANDEM_SETTLE_MIN_MS``) is that wait for a reaction to begin:
+once something was drawn, the settle ends ``window_ms`` after the last drawing without it
+(``vm_pool.screen.settle``), so ``min_ms`` costs only the steps whose screen does not change.
+
+Measured here on a real desktop (Xvfb and openbox) with real programs: each action's damage
+reports for ``SPAN_S`` after it, each dated and a frame grabbed with it, once with the machine
+idle and once with its cores kept busy by ``LOAD`` spinning processes. An action *reacted* when
+the screen it ended on differs from the one before it as the watch judges
+(``compare.meaningful_change``: a blinking caret is no difference). Each reaction is then replayed
+under the settle's damage rule with the loop's ``window_ms`` for each candidate ``min_ms``: it is
+settled *early* when the frame the rule would have answered with differs, as the watch judges,
+from the screen the reaction ended on.
+
+Keys (the loaded run; ``_idle`` for the idle one): ``reaction_first_ms_p50``, ``_p95``, ``_max``:
+from the action to the first drawing, over every action that reacted; and, loaded,
+``settle_early_share_w<W>_min<M>``: the share of reactions settled early with ``window_ms`` W and
+``min_ms`` M (a screen that does not change costs max(W, M) there). A table per program, both
+runs, goes to stderr.
+"""
+
+import multiprocessing
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPEATS = 15
+SPAN_S = 1.2
+REST_S = 0.3  # between actions: the previous reaction's tail is over
+LOAD = 2  # spinning processes: the 2-core machine's cores kept busy
+# (window_ms, min_ms) replayed: the loop's window with minimums from none to past the slowest
+# start measured, and longer windows; a screen that does not change costs max(window, min).
+RULES = ((50, 0), (50, 80), (50, 160), (50, 240), (50, 320), (100, 240), (150, 240))
+CHROMIUM_FLAGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
+
+GOALS = {"settle_early_share_w50_min240": "report"}
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """What one action drew: when (ms after it was sent), and which of the screens it went
+    through differ from the one it ended on, as the watch judges (``meaningful_change``)."""
+
+    drawings: list[float]
+    large: list[bool]  # each drawing at least MIN_EXTENT_PX wide and high (a caret's is not)
+    stale: list[bool]  # [the screen before the first drawing, after each drawing]
+
+
+def _spin() -> None:
+    while True:
+        pass
+
+
+def settled_at(timeline: Timeline, window_ms: float, min_ms: float) -> tuple[float, int]:
+    """When the settle's damage rule answers on this timeline, and how many of its drawings its
+    frame shows: ``window_ms`` after the last drawing (the action counting as the first), and
+    not before ``min_ms`` unless a drawing larger than a caret's came (``vm_pool.screen.settle``).
+    """
+    last, seen, reacted = 0.0, 0, False
+    for at_ms, large in zip(timeline.drawings, timeline.large, strict=True):
+        answer = last + window_ms if reacted else max(last + window_ms, min_ms)
+        if at_ms > answer:
+            return answer, seen
+        last, seen, reacted = at_ms, seen + 1, reacted or large
+    return (last + window_ms if reacted else max(last + window_ms, min_ms)), seen
+
+
+def _timeline(control: Any, reports: Any, action: dict[str, Any]) -> Timeline:
+    from vm_pool.actions import Action
+    from vm_pool.screen.compare import MIN_EXTENT_PX, meaningful_change
+
+    time.sleep(REST_S)
+    reports.read(sync=True)
+    reports.take_box()
+    seen = reports.changed_at
+    frames = [control.grab_frame()]
+    control.execute(Action.from_json(action))
+    sent = time.monotonic()
+    drawings, large = [], []
+    while (left := SPAN_S - (time.monotonic() - sent)) > 0:
+        at = reports.wait(left)
+        box = reports.take_box()
+        if at > seen and box is not None:
+            drawings.append((at - sent) * 1000)
+            large.append(min(box.width, box.height) >= MIN_EXTENT_PX)
+            frames.append(control.grab_frame())
+            seen = at
+    last = frames[-1]
+    return Timeline(drawings, large, [meaningful_change(frame, last) for frame in frames])
+
+
+def _record(repeats: int) -> dict[str, list[Timeline]]:
+    """Each program's actions on a fresh desktop, ``repeats`` times each."""
+    from tests.support.desktops import running_desktop
+    from vm_pool.actions import Action
+    from vm_pool.screen.damage import DamageReports
+    from vm_pool.x11.controller import X11Controller
+
+    cases: dict[str, list[Timeline]] = {}
+
+    def act(name: str, action: dict[str, Any]) -> None:
+        cases.setdefault(name, []).append(_timeline(control, reports, action))
+
+    def click(window: Any) -> None:  # gives it the focus
+        center = window.center
+        control.execute(Action.from_json({"type": "click", "point": [center.x, center.y]}))
+
+    def key(*keys: str) -> dict[str, Any]:
+        return {"type": "hotkey", "keys": list(keys)}
+
+    with tempfile.TemporaryDirectory() as home, running_desktop(1280, 800, Path(home)) as desktop:
+        control = X11Controller(desktop.display)
+        reports = DamageReports(desktop.display)
+        try:
+            desktop.launch("xterm", "-geometry", "80x24+10+10")
+            window = desktop.wait_for_window("xterm")
+            click(window)
+            for _ in range(repeats):
+                act("xterm: type a letter", {"type": "type", "content": "a"})
+            desktop.launch("mousepad")
+            desktop.wait_for_window("mousepad")
+            for _ in range(repeats):
+                act("mousepad: open the File menu", key("alt", "f"))
+                act("mousepad: close the menu", key("Escape"))
+            for _ in range(repeats):
+                act("mousepad: open Save As", key("ctrl", "shift", "s"))
+                act("mousepad: close Save As", key("Escape"))
+            for _ in range(repeats):
+                message = desktop.launch("xmessage", "-default", "okay", "-center", "A message")
+                window = desktop.wait_for_window("xmessage")
+                click(window)
+                act("xmessage: Enter closes it", key("Return"))
+                message.wait(5)
+            profile = f"--user-data-dir={home}/chromium"
+            desktop.launch("chromium", *CHROMIUM_FLAGS, profile, "about:blank")
+            desktop.wait_for_window("Chromium", timeout=60)
+            time.sleep(2)  # its first paint's tail
+            control.execute(Action.from_json(key("ctrl", "l")))
+            for _ in range(repeats):
+                act("chromium: type in the address bar", {"type": "type", "content": "a"})
+            for _ in range(repeats):
+                act("chromium: new tab", key("ctrl", "t"))
+                act("chromium: close the tab", key("ctrl", "w"))
+                act("chromium: open its menu", key("alt", "f"))
+                act("chromium: close the menu", key("Escape"))
+        finally:
+            reports.close()
+            control.close()
+    return cases
+
+
+def _figures(cases: dict[str, list[Timeline]], suffix: str) -> dict[str, float]:
+    reactive = [t for timelines in cases.values() for t in timelines if t.stale[0]]
+    firsts = sorted(t.drawings[0] for t in reactive)
+    figures = {
+        f"reaction_first_ms_p50{suffix}": round(statistics.median(firsts), 1),
+        f"reaction_first_ms_p95{suffix}": round(firsts[int(0.95 * (len(firsts) - 1))], 1),
+        f"reaction_first_ms_max{suffix}": round(firsts[-1], 1),
+    }
+    print(f"\nreaction{suffix or ' (loaded)'}: first drawing (ms); reactions settled early, "
+          "per window_ms/min_ms", file=sys.stderr)  # fmt: skip
+    header = "".join(f" {w:>3}/{m:<3}" for w, m in RULES)
+    print(f"{'action':36} {'p50':>6} {'max':>6} {'n':>3}{header}", file=sys.stderr)
+    for name, timelines in cases.items():
+        drew = [t for t in timelines if t.stale[0]]
+        firsts_here = [t.drawings[0] for t in drew] or [0.0]
+        cells = "".join(f" {sum(_early(t, w, m) for t in drew):>7}" for w, m in RULES)
+        print(f"{name:36} {statistics.median(firsts_here):6.1f} {max(firsts_here):6.1f}"
+              f" {len(drew):>3}{cells}", file=sys.stderr)  # fmt: skip
+    if not suffix:
+        for window_ms, min_ms in RULES:
+            early = sum(_early(t, window_ms, min_ms) for t in reactive) / len(reactive)
+            figures[f"settle_early_share_w{window_ms}_min{min_ms}"] = round(early, 3)
+    return figures
+
+
+def _early(timeline: Timeline, window_ms: float, min_ms: float) -> bool:
+    """Would the settle's frame differ from the screen the reaction ended on?"""
+    return timeline.stale[settled_at(timeline, window_ms, min_ms)[1]]
+
+
+def run(repeats: int = REPEATS) -> dict[str, float]:
+    figures = _figures(_record(repeats), "_idle")
+    spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(LOAD)]
+    for spinner in spinners:
+        spinner.start()
+    try:
+        loaded = _record(repeats)
+    finally:
+        for spinner in spinners:
+            spinner.terminate()
+    return {**_figures(loaded, ""), **figures}
