@@ -40,14 +40,6 @@ LOAD = 2  # spinning processes: the 2-core machine's cores kept busy
 # (window_ms, min_ms) replayed: the loop's window with minimums from none to past the slowest
 # start measured, and longer windows; a screen that does not change costs max(window, min).
 RULES = ((50, 0), (50, 80), (50, 160), (50, 240), (50, 320), (100, 240), (150, 240))
-CHROMIUM_FLAGS = (
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-)
 
 GOALS = {"settle_early_share_w50_min240": "report"}
 
@@ -107,6 +99,7 @@ def _timeline(control: Any, reports: Any, action: dict[str, Any]) -> Timeline:
 
 def _record(repeats: int) -> dict[str, list[Timeline]]:
     """Each program's actions on a fresh desktop, ``repeats`` times each."""
+    from tests.support.chromium import CHROMIUM, CHROMIUM_ARGS
     from tests.support.desktops import running_desktop
     from vm_pool.actions import Action
     from vm_pool.screen.damage import DamageReports
@@ -148,7 +141,7 @@ def _record(repeats: int) -> dict[str, list[Timeline]]:
                 act("xmessage: Enter closes it", key("Return"))
                 message.wait(5)
             profile = f"--user-data-dir={home}/chromium"
-            desktop.launch("chromium", *CHROMIUM_FLAGS, profile, "about:blank")
+            desktop.launch(CHROMIUM, *CHROMIUM_ARGS, profile, "about:blank")
             desktop.wait_for_window("Chromium", timeout=60)
             time.sleep(2)  # its first paint's tail
             control.execute(Action.from_json(key("ctrl", "l")))

@@ -11,16 +11,9 @@ from django.test import Client
 from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
 from backend.accounts.models import User
+from tests.support.chromium import CHROMIUM, CHROMIUM_ARGS
 
 VIEWPORT = {"width": 1366, "height": 768}
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 class BrowserErrors:
@@ -80,7 +73,7 @@ def chromium(monkeypatch) -> Iterator[Browser]:
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
         )
         try:
             yield browser

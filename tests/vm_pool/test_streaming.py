@@ -24,6 +24,7 @@ from websockets.sync.client import connect
 
 from backend.accounts.models import User
 from tests.support import live
+from tests.support.chromium import CHROMIUM, CHROMIUM_ARGS
 from tests.support.services import free_port
 from vm_pool import pool
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, StreamToken
@@ -36,15 +37,6 @@ from vm_pool.streaming import (
 
 CLIENT_DIR = Path(__file__).resolve().parents[1] / "vnc_client"
 NOVNC_DIR = CLIENT_DIR / "node_modules" / "@novnc" / "novnc"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 # The desktops' root window is painted this colour, so a frame that arrived is recognisable.
 ROOT_COLOUR = (0x2A, 0x6F, 0x97)
 RFB_BANNER = b"RFB 003.008\n"

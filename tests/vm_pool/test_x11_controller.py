@@ -415,7 +415,8 @@ def test_screenshot_draws_the_cursor_where_the_pointer_is(x_desktop, controller)
 
 # --- settle detection -----------------------------------------------------------------------
 
-ANIMATION = """
+# A grey window that waits for a click; what it does then follows it in each program.
+AFTER_A_CLICK = """
 import sys, time
 from Xlib import X, display
 
@@ -429,6 +430,11 @@ window.map()
 d.sync()
 while d.next_event().type != X.ButtonPress:
     pass
+"""
+# It flips between red and blue for argv[1] ms, then stays green.
+ANIMATION = (
+    AFTER_A_CLICK
+    + """
 end = time.monotonic() + float(sys.argv[1]) / 1000
 flip = 0
 while time.monotonic() < end:
@@ -442,6 +448,21 @@ window.clear_area()
 d.sync()
 time.sleep(600)
 """
+)
+# It draws a caret-sized stroke at once, and the whole window green 200 ms later.
+CARET_THEN_WINDOW = (
+    AFTER_A_CLICK
+    + """
+window.change_attributes(background_pixel=0x000000)
+window.clear_area(20, 20, 2, 16)
+d.sync()
+time.sleep(0.2)
+window.change_attributes(background_pixel=0x00FF00)
+window.clear_area()
+d.sync()
+time.sleep(600)
+"""
+)
 
 
 def test_settle_returns_soon_on_a_static_screen(x_desktop, controller):
@@ -489,31 +510,6 @@ def test_a_reaction_that_went_still_is_settled_without_waiting_out_min_ms(x_desk
     assert unchanged.settled and unchanged.waited_ms >= 1500
     assert reacted.settled and 100 <= reacted.waited_ms < 1500
     assert reacted.frame.rgb().getpixel((120, 120)) == (0, 255, 0)
-
-
-# A click is answered by a caret-sized stroke at once, and by the whole window 200 ms later.
-CARET_THEN_WINDOW = """
-import time
-from Xlib import X, display
-
-d = display.Display()
-window = d.screen().root.create_window(
-    100, 100, 300, 200, 0, d.screen().root_depth, override_redirect=True,
-    background_pixel=0x808080, event_mask=X.ButtonPressMask,
-)
-window.map()
-d.sync()
-while d.next_event().type != X.ButtonPress:
-    pass
-window.change_attributes(background_pixel=0x000000)
-window.clear_area(20, 20, 2, 16)
-d.sync()
-time.sleep(0.2)
-window.change_attributes(background_pixel=0x00FF00)
-window.clear_area()
-d.sync()
-time.sleep(600)
-"""
 
 
 def test_a_caret_sized_drawing_is_no_reaction_to_end_the_wait_for_one(x_desktop, controller):
