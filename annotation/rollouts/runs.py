@@ -48,7 +48,7 @@ from model_serving.versions import proposer_settings
 from vm_pool import pool
 from vm_pool.actions import Action, InvalidAction
 from vm_pool.desktop import Observation
-from vm_pool.screen.compare import same_observed_screen
+from vm_pool.screen.compare import same_screen
 from vm_pool.screen.screenshots import store_screenshot
 
 logger = logging.getLogger(__name__)
@@ -81,10 +81,10 @@ class Run:
         self.episode: Episode = rollout.episode
         self.rules = rollout_rules.StopRules.from_json(self.batch.stop_rules)
         self.records: list[rollout_rules.StepRecord] = []
-        # The screen the rules see: its identity (a screenshot's sha256) and the observation that
-        # gave it. A later screenshot within the tolerance (a blinking caret, the clock) keeps
-        # it, so that small changes never add up unseen.
-        self.screen: tuple[str, Observation | None] = ("", None)
+        # The screen the rules see: its identity (a screenshot's sha256) and the PNG that gave
+        # it. A later screenshot within the tolerance (a blinking caret, the clock) keeps it, so
+        # that small changes never add up unseen.
+        self.screen = ("", b"")
         self.tokens = 0
         self.proposer = get_proposer(self._settings())
 
@@ -197,9 +197,9 @@ class Run:
 
     def see(self, observation: Observation) -> str:
         """The identity of the screen now, for the rules."""
-        seen = self.screen[1]
-        if seen is None or not same_observed_screen(seen, observation):
-            self.screen = (store_screenshot(observation.png).pk, observation)
+        identity, png = self.screen
+        if not png or not same_screen(png, observation.png):
+            self.screen = (store_screenshot(observation.png).pk, observation.png)
         return self.screen[0]
 
     def end(self, outcome: str, stop: str, reason: str) -> str:

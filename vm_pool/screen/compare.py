@@ -14,7 +14,6 @@ Plain data, no desktop.
 
 import io
 import struct
-from typing import Any
 
 import numpy as np
 from isal import isal_zlib
@@ -57,30 +56,8 @@ def screen_difference(png_a: bytes, png_b: bytes) -> float:
 
 def same_screen(png_a: bytes, png_b: bytes, tolerance: float = SAME_SCREEN_TOLERANCE) -> bool:
     """Whether two screenshots show the same screen, give or take ``tolerance``."""
-    return screen_difference(png_a, png_b) <= tolerance
-
-
-def same_observed_screen(a: Any, b: Any, tolerance: float = SAME_SCREEN_TOLERANCE) -> bool:
-    """``same_screen`` of two observations (``vm_pool.desktop.Observation``), on the frames
-    they were encoded from where both kept theirs: no PNG decoded."""
-    if a.frame is not None and b.frame is not None:
-        return frame_difference(a.frame, b.frame) <= tolerance
-    return same_screen(a.png, b.png, tolerance)
-
-
-def frame_difference(a: Frame, b: Frame) -> float:
-    """``screen_difference`` of two frames as grabbed, without encoding or decoding them: the
-    share of pixels whose RGB differs (the fourth byte is padding)."""
-    if a.size != b.size:
-        return 1.0
-    if a.pixels == b.pixels:
-        return 0.0
-    shape = (a.height, a.width, 4)
-    differs = np.frombuffer(a.pixels, np.uint8).reshape(shape) != np.frombuffer(
-        b.pixels, np.uint8
-    ).reshape(shape)
-    changed = differs[..., 0] | differs[..., 1] | differs[..., 2]
-    return int(np.count_nonzero(changed)) / changed.size
+    # The same bytes are the same pixels: no decoding (a still screen, encoded once per frame).
+    return png_a == png_b or screen_difference(png_a, png_b) <= tolerance
 
 
 def _rgb_pixels(png: bytes) -> np.ndarray:
