@@ -98,17 +98,17 @@ class DamageReports:
             self._x.sync()
         pending = self._x.pending_events()  # reads what the socket holds, never blocks
         if pending:
-            drawn: Box | None = None
             for _ in range(pending):
                 event = self._x.next_event()
-                if isinstance(event, damage.DamageNotify):
+                # python-xlib registers a copy of the event's class with each display: its name
+                # tells a damage report, isinstance does not. A change of the cursor's image
+                # follows the pointer over windows: no program drew it.
+                if type(event).__name__ == damage.DamageNotify.__name__:
                     area = event.area
-                    drawn = Box(area.x, area.y, area.width, area.height).union(drawn)
-                else:  # the cursor's image changed, somewhere
-                    drawn = self._screen
-            if drawn is not None:
-                self._box = drawn.union(self._box)
-                self._since_mark = drawn.union(self._since_mark)
+                    drawn = Box(area.x, area.y, area.width, area.height)
+                    self._since_mark = drawn.union(self._since_mark)
+            # What the watch and a settle's frame take: every report as the whole screen.
+            self._box = self._screen
             self._x.damage_subtract(self._damage)
             self._x.flush()
             self.changed_at = time.monotonic()
