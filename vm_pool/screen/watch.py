@@ -27,7 +27,9 @@ the desktop: then the watch looks again at the next poll; it never holds a lock 
 Where the desktop's X server reports its damage (``vm_pool.screen.damage``, the watch's
 ``reports``), nothing is grabbed on a timer: the thread sleeps until a report comes, and looks at a
 frame only once the box damaged since its last look is at least ``compare.MIN_EXTENT_PX`` wide and
-high (a caret that blinks in place never makes it so); the frame is then compared as above, and
+high (a caret that blinks in place never makes it so; for now the reports' box counts every report
+as the whole screen, so a frame is looked at for each, and the comparison ignores the caret); the
+frame is then compared as above, and
 the screen let settle from the reports. Damage is never less than what changed, so the frames that
 are compared are the ones a poll would have found different; a watch whose reports close (its
 connection was replaced) goes on by polling.
