@@ -115,7 +115,8 @@ def issue_control_token(recording: Recording) -> tuple[str, StreamToken]:
 
 def resolve_control_token(clear: str) -> tuple[tuple[str, int | str], int] | None:
     """Where a new control connection with this token goes, and its recording; None when it
-    may not open one (the gate checks the lease again at every input)."""
+    may not open one: its lease has lapsed, among others (the gate checks the lease again at the
+    stream's start and at every input)."""
     row = (
         StreamToken.objects.filter(
             token_hash=_hash(clear),
@@ -124,6 +125,7 @@ def resolve_control_token(clear: str) -> tuple[tuple[str, int | str], int] | Non
             desktop__status=DesktopStatus.LEASED,
             desktop__leased_by=F("user"),
             desktop__lease_ref=F("recording__lease_ref"),
+            desktop__lease_expires_at__gt=timezone.now(),
             view_only=False,
             recording__ended_at__isnull=True,
             user__is_active=True,

@@ -14,13 +14,16 @@ import argparse
 import logging
 import select
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from websockify.websocketproxy import ProxyRequestHandler, WebSocketProxy
 
 from vm_pool.desktop import MAX_CLIPBOARD_CHARS
 from vm_pool.recording.rfb import ClientStream, Dropped, Forward, Refused
 from vm_pool.websockify_tokens import TandemTokens
+
+if TYPE_CHECKING:
+    from vm_pool.recording.gate import Gate
 
 CLOSE_REFUSED = 4000
 logger = logging.getLogger(__name__)
@@ -60,6 +63,10 @@ class GatedProxyHandler(ProxyRequestHandler):
         to_target: list[bytes] = []
         pending = False
         checked = time.monotonic()
+        try:
+            gate.check()  # the lease may have lapsed since the token was resolved
+        except GateClosed as error:
+            self._refuse(gate, error)
         while True:
             wlist = ([target] if to_target else []) + (
                 [self.request] if to_client or pending else []
@@ -96,11 +103,15 @@ class GatedProxyHandler(ProxyRequestHandler):
                     gate.check()  # a lapsed lease closes the stream even with no input
                     checked = time.monotonic()
             except (Refused, GateClosed) as error:
-                reason = str(error)
-                gate.refuse(reason)
-                # A WebSocket close reason is at most 123 bytes.
-                closing = reason.encode()[:123].decode(errors="ignore")
-                raise self.CClose(CLOSE_REFUSED, closing) from error
+                self._refuse(gate, error)
+
+    def _refuse(self, gate: "Gate", error: Exception) -> NoReturn:
+        """Note on the recording why its stream closes, and close it with that reason."""
+        reason = str(error)
+        gate.refuse(reason)
+        # A WebSocket close reason is at most 123 bytes.
+        closing = reason.encode()[:123].decode(errors="ignore")
+        raise self.CClose(CLOSE_REFUSED, closing) from error
 
 
 def main(argv: list[str] | None = None) -> None:

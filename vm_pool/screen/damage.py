@@ -39,6 +39,11 @@ class Box:
     width: int
     height: int
 
+    def at_least(self, extent: int) -> bool:
+        """Whether the box is at least ``extent`` pixels wide and high (``compare.MIN_EXTENT_PX``:
+        more than a blinking caret)."""
+        return min(self.width, self.height) >= extent
+
     def union(self, other: "Box | None") -> "Box":
         if other is None:
             return self

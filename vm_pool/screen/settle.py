@@ -30,9 +30,10 @@ the frames grabbed.
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from vm_pool.screen.compare import MIN_EXTENT_PX
+from vm_pool.screen.damage import Box
 
 DEFAULT_WINDOW_MS = 150.0
 DEFAULT_MIN_MS = 100.0
@@ -58,11 +59,11 @@ class ChangeReports(Protocol):
 
     def wait(self, timeout_s: float) -> float: ...
 
-    def take_box(self) -> object: ...
+    def take_box(self) -> Box | None: ...
 
     def mark(self) -> None: ...
 
-    def since_mark(self) -> Any: ...
+    def since_mark(self) -> Box | None: ...
 
 
 def wait_until_settled(
@@ -119,7 +120,8 @@ def wait_until_quiet(
     unchanged_since, pictures = start, 1
     while True:
         now = time.monotonic()
-        reacted = _a_reaction(reports.since_mark())
+        drawn = reports.since_mark()
+        reacted = drawn is not None and drawn.at_least(MIN_EXTENT_PX)  # more than a caret
         quiet = now - unchanged_since >= window and (reacted or now >= earliest)
         if quiet or now >= latest:
             changed_at = reports.read(sync=True)  # nothing drawn before now is still on its way
@@ -136,7 +138,3 @@ def wait_until_quiet(
         if changed_at > unchanged_since:
             unchanged_since, pictures = changed_at, pictures + 1
 
-
-def _a_reaction(drawn: Any) -> bool:
-    """Whether what was drawn is more than a caret's blink (the watch's rule)."""
-    return drawn is not None and min(drawn.width, drawn.height) >= MIN_EXTENT_PX

@@ -182,7 +182,7 @@ class ScreenWatcher:
                 watch.reports = reports = None
         if reports is not None:
             damaged = reports.damaged()
-            if damaged is None or min(damaged.width, damaged.height) < MIN_EXTENT_PX:
+            if damaged is None or not damaged.at_least(MIN_EXTENT_PX):
                 return True  # nothing, or a caret's blink: no frame to look at
             box = reports.take_box()
         frame = watch.grab(0.0)
