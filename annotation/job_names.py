@@ -3,9 +3,9 @@
 A lower floor starts a job that a higher one handles by its name, never by importing it
 (``send_after_commit(PROPOSE_STEP, [step.pk], QUEUES[PROPOSE_STEP])``); ``annotation.jobs``
 registers every job under the same name. A job that acts on a desktop runs on that desktop's
-host queue (``vm_pool.models.host_queue``) and has no fixed queue here. Celery's routes in the
-settings (used when a job is sent without a queue) are checked against ``QUEUES`` by a test.
-Floor 0 of the app: it imports nothing.
+host queue (``vm_pool.models.host_queue``; a rollout, its host's ``rollout_queue``) and has no
+fixed queue here. Celery's routes in the settings (used when a job is sent without a queue) are
+checked against ``QUEUES`` by a test. Floor 0 of the app: it imports nothing.
 """
 
 # On the desktop's host.

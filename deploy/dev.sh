@@ -184,13 +184,22 @@ start_app() {
   echo $! >"$VAR/run/web.pid"
   # This machine is a desktop host too: its worker owns the queue desktops.<host>. Its jobs
   # mostly wait on desktops (settle) and the model's jobs on the network: threads, not processes.
-  # Its pool of database connections serves the eight threads and the heartbeats of the
-  # rollouts they run.
   TANDEM_DB_POOL_MAX=${TANDEM_WORKER_DB_POOL_MAX:-16} \
   nohup "$VENV/bin/celery" -A backend worker -Q "default,exports,desktops,desktops.$TANDEM_HOST" \
     --pool threads -c 8 -n "tandem@$TANDEM_HOST" \
     --loglevel INFO >"$VAR/log/worker.log" 2>&1 &
   echo $! >"$VAR/run/worker.pid"
+  # The host's rollouts (queue rollouts.<host>): each runs whole in one job, so their steps'
+  # work is spread over processes, one per core by default, each running a share of them in
+  # threads; one process would run them all under one interpreter lock.
+  local processes=${TANDEM_ROLLOUT_PROCESSES:-$(nproc)} threads=${TANDEM_ROLLOUT_THREADS:-4} i
+  for i in $(seq 1 "$processes"); do
+    TANDEM_DB_POOL_MAX=$((threads * 2)) \
+    nohup "$VENV/bin/celery" -A backend worker -Q "rollouts.$TANDEM_HOST" \
+      --pool threads -c "$threads" -n "rollouts$i@$TANDEM_HOST" \
+      --loglevel INFO >"$VAR/log/rollout-worker-$i.log" 2>&1 &
+    echo $! >"$VAR/run/rollout-worker-$i.pid"
+  done
   nohup "$VENV/bin/celery" -A backend worker -Q model --pool threads -c 8 -n "model@$TANDEM_HOST" \
     --loglevel INFO >"$VAR/log/model-worker.log" 2>&1 &
   echo $! >"$VAR/run/model-worker.pid"
@@ -225,8 +234,9 @@ start_app() {
 }
 
 stop_app() {
-  for name in web worker model-worker train-worker beat websockify demo-endpoint; do
-    local pidfile="$VAR/run/$name.pid"
+  local pidfile
+  for pidfile in "$VAR"/run/{web,worker,model-worker,train-worker,beat,websockify,demo-endpoint}.pid \
+    "$VAR"/run/rollout-worker-*.pid; do
     if [ -f "$pidfile" ]; then
       kill "$(cat "$pidfile")" 2>/dev/null || true
       rm -f "$pidfile"

@@ -265,6 +265,13 @@ def host_queue(host: str) -> str:
     return f"desktops.{host}"
 
 
+def rollout_queue(host: str) -> str:
+    """The queue of a host's rollouts: each runs to its end in one job, and a host's rollout
+    workers (processes of their own, as many as it has cores) share them out, where one process
+    would run them all under one interpreter lock."""
+    return f"rollouts.{host}"
+
+
 class TaskFile(models.Model):
     """A file a task's setup downloads, kept by URL so that it is fetched once.
 

@@ -22,6 +22,7 @@ window manager or a lost focus record an action that did nothing).
 import time
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from annotation.episodes.events import tell
@@ -185,22 +186,34 @@ def ask_model(step_id: int) -> None:
     send_after_commit(PROPOSE_STEP, [step_id], QUEUES[PROPOSE_STEP])
 
 
-def settled_quietly(control: Any, quiet_ms: float, limit_s: float = 5.0) -> Observation:
+def settled_quietly(
+    control: Any, quiet_ms: float, limit_s: float = 5.0, reaction_ms: float | None = None
+) -> Observation:
     """The settled screen, once it also stayed the same (give or take a blinking caret) for
     ``quiet_ms``, at most ``limit_s`` in all. A program that reacts late (a dialog closing, and
     its file written, half a second after the key that confirmed it) changes the screen after a
     settle alone would have ended: a run without a person (a rollout, a branch's replay) and an
     evaluation that reads the desktop after the last step wait it out. Where the server reports
-    damage, the quiet period counts from the last drawing the settle saw (from the call, on a
-    screen that did not change), and a screen on which nothing was drawn since its frame is the
-    same without a look at it; elsewhere it counts from the settled frame."""
-    started = time.monotonic()
+    damage, the quiet period counts from the last drawing larger than a caret, and a screen on
+    which none was drawn since the call waits up to ``reaction_ms`` (at least ``quiet_ms``) from
+    the call for a first one, woken by it (a program slow to start its reaction under load); a
+    screen on which nothing was drawn since its frame is the same without a look at it.
+    Elsewhere the quiet period counts from the settled frame, and lasts until ``reaction_ms``
+    after the call at least."""
+    reaction_ms = quiet_ms if reaction_ms is None else max(quiet_ms, reaction_ms)
+    called = started = time.monotonic()
     observation = control.observe(settle=True)
     deadline = started + limit_s
+    first_drawing_by = min(called + reaction_ms / 1000, deadline)
     while quiet_ms > 0 and time.monotonic() < deadline:
         reports = _damage_reports(control)
-        still_since = max(started, reports.changed_at) if reports is not None else time.monotonic()
-        time.sleep(max(0.0, min(still_since + quiet_ms / 1000, deadline) - time.monotonic()))
+        if reports is None:
+            until = max(time.monotonic() + quiet_ms / 1000, first_drawing_by)
+        else:
+            if reports.drawn_at <= called:
+                _wait_for_a_drawing(reports, first_drawing_by)
+            until = max(started, reports.drawn_at) + quiet_ms / 1000
+        time.sleep(max(0.0, min(until, deadline) - time.monotonic()))
         if reports is not None and _nothing_drawn(reports):
             return observation
         # A glance, not a settle: a screen still the same is the answer at once (a settle
@@ -211,3 +224,25 @@ def settled_quietly(control: Any, quiet_ms: float, limit_s: float = 5.0) -> Obse
         started = time.monotonic()
         observation = control.observe(settle=True)
     return observation
+
+
+def after_an_unattended_action(control: Any) -> Observation:
+    """The screen a run without a person (a rollout, a replay) takes after an action: settled
+    quietly with the rollouts' quiet period and reaction time (``TANDEM_ROLLOUT_QUIET_MS``,
+    ``TANDEM_ROLLOUT_REACTION_MS``)."""
+    return settled_quietly(
+        control,
+        settings.TANDEM_ROLLOUT_QUIET_MS,
+        reaction_ms=settings.TANDEM_ROLLOUT_REACTION_MS,
+    )
+
+
+def _wait_for_a_drawing(reports: DamageReports, until: float) -> None:
+    """Wait until the server reports a drawing larger than a caret, or until ``until`` (a
+    monotonic time)."""
+    drawn_at = reports.drawn_at
+    try:
+        while reports.drawn_at == drawn_at and time.monotonic() < until:
+            reports.wait(until - time.monotonic())
+    except DamageLost:  # a look at the screen answers then
+        return

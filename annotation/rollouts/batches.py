@@ -9,8 +9,9 @@ progress, counts, pause, resume and cancel.
 batch has fewer than ``max_concurrent`` running and holds fewer than ``desktop_share`` of its
 template's desktops (at least one): people keep the rest of the pool, so a batch never starves
 annotators. Each start leases a ready desktop to the batch's creator, makes an ``Episode`` with
-``mode=autonomous`` and queues ``run_rollout`` on the desktop's host. No ready desktop: it tries
-again at the next dispatch.
+``mode=autonomous`` and queues ``run_rollout`` on its host's rollout queue
+(``vm_pool.models.rollout_queue``: the host's rollout workers, a process per core, share the
+runs). No ready desktop: it tries again at the next dispatch.
 
 **A run** (``annotation.rollouts.runs``) is the live loop without a person: setup, observe, ask
 the model, record its proposals, take the first valid one as the step's decision (``auto``), execute
@@ -65,7 +66,7 @@ from backend.errors import DomainError
 from model_serving.models import ModelVersion
 from model_serving.versions import choose_version
 from vm_pool import pool
-from vm_pool.models import host_queue
+from vm_pool.models import rollout_queue
 
 logger = logging.getLogger(__name__)
 
@@ -301,7 +302,7 @@ def _start(batch: RolloutBatch, rollout: Rollout, template: Any) -> bool:
     rollout.heartbeat_at = None
     rollout.started_at = timezone.now()
     rollout.save(update_fields=["episode", "status", "attempt", "heartbeat_at", "started_at"])
-    send_after_commit(RUN_ROLLOUT, [rollout.pk, rollout.attempt], host_queue(desktop.host))
+    send_after_commit(RUN_ROLLOUT, [rollout.pk, rollout.attempt], rollout_queue(desktop.host))
     return True
 
 

@@ -13,7 +13,6 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
@@ -134,7 +133,7 @@ class Run:
             connection.close()  # not held while the desktop acts and settles
             try:
                 control.execute(action)
-                after = observations.settled_quietly(control, settings.TANDEM_ROLLOUT_QUIET_MS)
+                after = observations.after_an_unattended_action(control)
             except (pool.DesktopError, InvalidAction) as error:
                 return self.end(EpisodeOutcome.ENV_FAILED, "env_failed", f"step {index}: {error}")
             if not owns_desktop(episode):

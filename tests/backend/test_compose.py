@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 ENV_EXAMPLE = ROOT / ".env.example"
 
-PLATFORM_SERVICES = ["web", "worker", "worker-desktops", "worker-train", "beat"]
+PLATFORM_SERVICES = ["web", "worker", "worker-desktops", "worker-rollouts", "worker-train", "beat"]
 GPU_SERVICES = {"vllm", "worker-train"}
 REQUIRED_SERVICES = {
     "postgres",
@@ -27,6 +27,7 @@ REQUIRED_SERVICES = {
     "web",
     "worker",
     "worker-desktops",
+    "worker-rollouts",
     "worker-train",
     "beat",
     "websockify",
@@ -242,6 +243,16 @@ def test_desktop_work_has_a_worker_of_its_own(services):
     host = services["worker-desktops"]["environment"]["TANDEM_HOST"]
     assert queues_of(services["worker-desktops"]) == {"desktops", f"desktops.{host}"}
     assert not any(q.startswith("desktops") for q in queues_of(services["worker"]))
+
+
+def test_the_hosts_rollouts_run_in_processes_of_their_own_beside_its_desktops(services):
+    rollouts, desktops = services["worker-rollouts"], services["worker-desktops"]
+    host = environment_of(rollouts)["TANDEM_HOST"]
+    assert host == desktops["environment"]["TANDEM_HOST"]
+    assert queues_of(rollouts) == {f"rollouts.{host}"}
+    assert rollouts["deploy"]["replicas"] >= 2
+    for key in ("volumes", "cap_add", "security_opt", "user"):
+        assert rollouts[key] == desktops[key], key  # the desktops reached as their worker does
 
 
 def test_beat_runs_the_schedule(services):

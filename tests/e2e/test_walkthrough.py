@@ -53,7 +53,8 @@ from vm_pool.screen.compare import meaningful_change
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 LOOK_S = 2.0  # how long an annotator looks at the screen before deciding
-AWAY_S = 180.0  # Annie's absence: longer than a task lease, shorter than the grace period
+LEASE_S = 60  # a task's lease, renewed by the workspace's heartbeat every 30 s
+AWAY_S = 75.0  # Annie's absence: longer than a task lease, shorter than the grace period
 SAVE = "Write hello and save the document as osworld.txt"
 DIALOG = "Open the dialog, then close it again"
 TERMINAL_TASK = "Sign in to the terminal"
@@ -138,6 +139,9 @@ def test_two_annotators_walk_through_every_decision_and_a_pause(
 ):
     # The reaper runs here, as beat would run it, and tells the sockets through the test's layer.
     settings.CHANNEL_LAYERS = redis_layer(CHANNELS)
+    # Leases half the default's length, here and in the servers, so that Annie's absence is short.
+    settings.TANDEM_LEASE_SECONDS = LEASE_S
+    monkeypatch.setenv("TANDEM_LEASE_SECONDS", str(LEASE_S))
     make_user("bob", project, Role.ANNOTATOR)
     saving = task(project, SAVE, [launch("mousepad")])
     dialog = task(
@@ -205,7 +209,7 @@ def test_two_annotators_walk_through_every_decision_and_a_pause(
         bob_errors.assert_none()
         context.close()
 
-        # Three minutes after Annie left, the reaper finds her lease lapsed: paused, not lost.
+        # Past a lease after Annie left, the reaper finds her lease lapsed: paused, not lost.
         time.sleep(max(0.0, AWAY_S - (time.monotonic() - away_since)))
         off_the_loop(jobs.return_lapsed_leases)
         paused = Episode.objects.select_related("task", "desktop").get(pk=second)

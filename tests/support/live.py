@@ -10,7 +10,7 @@ from django.conf import settings
 from websockets.sync.client import connect
 
 from tests.support.services import BIN, child_env, port_open, running, worker_answers
-from vm_pool.models import host_queue
+from vm_pool.models import host_queue, rollout_queue
 
 CSRF = "t" * 32
 # A terminal showing two words the baseline can read and click, one after the other.
@@ -44,10 +44,11 @@ def worker(
     beat: Path | None = None,
     **extra: str,
 ):
-    """The host's worker of the live loop; ``queues`` adds more (``default``: rollout batches),
-    and ``beat`` (its schedule file) runs Celery beat in it (which dispatches batches)."""
+    """The host's worker of the live loop, its rollouts' too; ``queues`` adds more (``default``:
+    rollout batches), and ``beat`` (its schedule file) runs Celery beat in it (which dispatches
+    batches)."""
     name = f"{host}@loop"
-    queues = ",".join(q for q in (host_queue(host), "model", queues) if q)
+    queues = ",".join(q for q in (host_queue(host), rollout_queue(host), "model", queues) if q)
     command = [
         str(BIN / "celery"),
         "-A",

@@ -13,9 +13,11 @@ so that whoever reads the box looks at a frame.
 
 Two readers may share one display's reports: a job's settle (``vm_pool.screen.settle``) and the
 watcher thread (``vm_pool.screen.watch``). Each read updates the things they ask, kept apart so
-that neither takes the other's: the moment of the latest change, the damaged box since the box
+that neither takes the other's: the moment of the latest change, the moment of the latest
+drawing larger than a caret (``drawn_at``: a program's reaction), the damaged box since the box
 was last taken (the watch's, and a settle's frame), and the box drawn since a settle's start
-(``mark``). Safe to use from several threads.
+(``mark``). A desktop's control reads the reports right before each action, so that what was
+drawn before it is never dated after it. Safe to use from several threads.
 """
 
 import select
@@ -28,6 +30,7 @@ from Xlib.error import ConnectionClosedError, DisplayError, XError
 from Xlib.ext import damage, xfixes
 
 from vm_pool.desktop import DesktopError
+from vm_pool.screen.compare import MIN_EXTENT_PX
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,9 @@ class DamageReports:
         self._box: Box | None = None
         self._since_mark: Box | None = None
         self.changed_at = time.monotonic()  # the latest change read
+        # The latest read that found a drawing larger than a caret (``compare.MIN_EXTENT_PX``
+        # wide and high): a program's reaction, where a caret's blink or the pointer is none.
+        self.drawn_at = self.changed_at
         self.reports = 0
         self.closed = False
 
@@ -103,6 +109,7 @@ class DamageReports:
             self._x.sync()
         pending = self._x.pending_events()  # reads what the socket holds, never blocks
         if pending:
+            drawn: Box | None = None
             for _ in range(pending):
                 event = self._x.next_event()
                 # python-xlib registers a copy of the event's class with each display: its name
@@ -110,14 +117,17 @@ class DamageReports:
                 # follows the pointer over windows: no program drew it.
                 if type(event).__name__ == damage.DamageNotify.__name__:
                     area = event.area
-                    drawn = Box(area.x, area.y, area.width, area.height)
-                    self._since_mark = drawn.union(self._since_mark)
+                    drawn = Box(area.x, area.y, area.width, area.height).union(drawn)
             # What the watch and a settle's frame take: every report as the whole screen.
             self._box = self._screen
             self._x.damage_subtract(self._damage)
             self._x.flush()
             self.changed_at = time.monotonic()
             self.reports += 1
+            if drawn is not None:
+                self._since_mark = drawn.union(self._since_mark)
+                if drawn.at_least(MIN_EXTENT_PX):
+                    self.drawn_at = self.changed_at
         return self.changed_at
 
     def wait(self, timeout_s: float) -> float:

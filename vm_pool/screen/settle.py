@@ -137,4 +137,3 @@ def wait_until_quiet(
         changed_at = reports.wait(min(ready, latest) - now)
         if changed_at > unchanged_since:
             unchanged_since, pictures = changed_at, pictures + 1
-

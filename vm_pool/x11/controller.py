@@ -81,6 +81,7 @@ class X11Controller:
         action or a point off the screen, before anything happens on the desktop, and
         ``InputTimeout`` for typing the focused program did not read in time."""
         action.validate(Platform.DESKTOP, self.screen)
+        self._read_damage()  # what was drawn before the action is dated before it
         deadline = time.monotonic() + ACTION_TIMEOUT_S
         # An Action always carries the arguments of its type: the asserts only narrow types.
         match action.type:
@@ -151,6 +152,15 @@ class X11Controller:
         return wait_until_settled(
             self._grabber.grab, window_ms=window_ms, min_ms=min_ms, max_ms=max_ms
         )
+
+    def _read_damage(self) -> None:
+        """Read the damage reports that came, with a round trip: drawn before now, dated now."""
+        if self.damage is not None:
+            try:
+                self.damage.read(sync=True)
+            except DamageLost:  # this connection's reports are gone: frames from now on
+                self.damage.close()
+                self.damage = None
 
     def observe(self, settle: bool = True) -> Observation:
         """A PNG observation, taken once the screen has settled unless ``settle`` is False."""

@@ -30,7 +30,7 @@ from vm_pool.screen.capture import Frame
 from vm_pool.screen.compare import meaningful_change
 
 SLOW_DIALOG = Path(__file__).resolve().parents[2] / "support" / "slow_dialog.py"
-STEPS = 50
+STEPS = 30
 LOOK_S = 2.0  # how long the annotator looks at a step before deciding
 KEY = {"type": "hotkey", "keys": ["space"]}
 
@@ -277,3 +277,55 @@ def test_a_run_without_a_person_takes_the_screen_once_a_pausing_reaction_is_over
     quiet = observations.settled_quietly(control, settings.TANDEM_ROLLOUT_QUIET_MS)
     time.sleep(0.5)
     assert rgb(quiet.png) == rgb(control.observe(settle=False).png)
+
+
+# A click is answered late: nothing is drawn for 400 ms, then the whole window changes colour.
+LATE_REACTION = """
+import time
+from Xlib import X, display
+
+d = display.Display()
+screen = d.screen()
+window = screen.root.create_window(
+    100, 100, 400, 300, 0, screen.root_depth, override_redirect=True,
+    background_pixel=0xFFFFFF, event_mask=X.ButtonPressMask,
+)
+window.map()
+d.sync()
+colors = [0xCC3333, 0x3333CC]
+clicks = 0
+while True:
+    if d.next_event().type == X.ButtonPress:
+        clicks += 1
+        time.sleep(0.4)
+        window.change_attributes(background_pixel=colors[clicks % 2])
+        window.clear_area()
+        d.sync()
+"""
+
+
+def test_a_run_without_a_person_waits_for_a_reaction_slow_to_start(sandboxed_control):
+    """Nothing is drawn for 400 ms after the click, longer than the quiet period: a settle
+    ends before the reaction, a rollout's observation waits for its first drawing (up to the
+    reaction time) and shows it."""
+    assert settings.TANDEM_ROLLOUT_QUIET_MS < 400 < settings.TANDEM_ROLLOUT_REACTION_MS
+    control = sandboxed_control
+    control.launch(["python3", "-c", LATE_REACTION])
+    click = Action.from_json({"type": "click", "point": [450, 200]})
+    deadline = time.monotonic() + 10
+    while pixel(control.observe(settle=False).png, 200, 300) != (255, 255, 255):
+        assert time.monotonic() < deadline, "the program's window did not appear"
+        time.sleep(0.1)
+
+    control.execute(click)
+    settled = control.observe(settle=True)
+    time.sleep(0.6)
+    assert pixel(settled.png, 200, 300) == (255, 255, 255)
+    first = pixel(control.observe(settle=False).png, 200, 300)
+    assert first != (255, 255, 255)
+
+    control.execute(click)
+    after = observations.after_an_unattended_action(control)
+    assert pixel(after.png, 200, 300) not in ((255, 255, 255), first)
+    time.sleep(0.6)
+    assert rgb(after.png) == rgb(control.observe(settle=False).png)

@@ -49,7 +49,7 @@ from tests.support.live import service_env
 from tests.support.services import BIN, running, worker_answers
 from vm_pool import pool
 from vm_pool.actions import Point, ScreenSize
-from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, host_queue
+from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, host_queue, rollout_queue
 
 REDIS = "redis://127.0.0.1:6379/12"
 SCREEN = ScreenSize(1280, 800)
@@ -112,7 +112,7 @@ def answer(body: dict[str, Any]) -> Reply:
 def rollout_worker(host: str, beat: Path, **env: str):
     name = f"{host}@rollouts"
     command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q"]
-    command += [f"{host_queue(host)},default", "-n", name, "-l", "INFO"]
+    command += [f"{host_queue(host)},{rollout_queue(host)},default", "-n", name, "-l", "INFO"]
     command += ["--pool", "threads", "-c", "8", "--without-gossip", "--without-mingle"]
     command += ["-B", "-s", str(beat)]
 
