@@ -93,8 +93,8 @@ def _rollout_workers(
     """The host's rollout workers, ``processes`` of them sharing ``DESKTOPS`` threads; their pids.
     Each writes what it grabbed to ``counts`` at its shutdown, when the block ends."""
     from tests.bench.step import BENCH_REDIS
-    from tests.support.services import BIN, running, worker_answers
-    from vm_pool.models import rollout_queue
+    from tests.support.services import BIN, running, worker_answers  # here: needs the settings
+    from vm_pool.models import rollout_queue  # here: after _measure has set Django up
 
     threads = -(-DESKTOPS // processes)
     with ExitStack() as stack:
@@ -127,9 +127,13 @@ def _measure(quiet_ms: int | None, processes: int) -> dict[str, float]:
     from annotation.rollouts import batches as rollouts
     from backend.accounts.models import User
     from model_serving.models import ModelVersion
-    from tests.bench.step import BENCH_REDIS, _bench_broker, _flush_bench_redis, _start_desktops
+    from tests.bench.step import (
+        _bench_broker,
+        _flush_bench_redis,
+        _start_desktops,
+        bench_worker_env,
+    )
     from tests.support.fake_model_server import serving
-    from tests.support.services import child_env
     from vm_pool import pool
     from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
 
@@ -149,15 +153,10 @@ def _measure(quiet_ms: int | None, processes: int) -> dict[str, float]:
         _flush_bench_redis()  # the jobs the run sends (resets, validation) go nowhere
         with fresh_database(), local, _bench_broker(), serving("bench-model") as model:
             model.responder = _answer
-            env = child_env(
-                TANDEM_HOST=host,
-                TANDEM_DESKTOP_ROOT=str(desktop_root),
-                TANDEM_DISPLAY_MIN=str(DISPLAYS[0]),
-                TANDEM_DISPLAY_MAX=str(DISPLAYS[1]),
-                TANDEM_MEDIA_ROOT=str(media_root),
-                TANDEM_REDIS_URL=BENCH_REDIS,
-                TANDEM_CELERY_BROKER_URL=BENCH_REDIS,
-                TANDEM_CELERY_RESULT_BACKEND=BENCH_REDIS,
+            env = bench_worker_env(
+                host,
+                DISPLAYS,
+                media_root,
                 TANDEM_ROLLOUT_QUIET_MS=str(settings.TANDEM_ROLLOUT_QUIET_MS),
             )
             user = User.objects.create_user("bench-engineer")

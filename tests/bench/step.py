@@ -109,23 +109,34 @@ def _worker_command(host: str, name: str) -> list[str]:
             "-l", "INFO", "--without-gossip", "--without-mingle", *WORKER_POOL]  # fmt: skip
 
 
-@contextmanager
-def _worker(host: str, media_root: Path) -> Iterator[None]:
+def bench_worker_env(
+    host: str, displays: tuple[int, int], media_root: Path, **extra: str
+) -> dict[str, str]:
+    """The environment of a benchmark's worker: this process's database and desktops (their
+    root, from the settings), its media, and the bench's own Redis database."""
     from django.conf import settings
 
-    from tests.support.services import child_env, running, worker_answers
+    from tests.support.services import child_env
 
-    name = f"{host}@bench"
-    env = child_env(
+    return child_env(
         TANDEM_HOST=host,
         TANDEM_DESKTOP_ROOT=str(settings.TANDEM_DESKTOP_ROOT),
-        TANDEM_DISPLAY_MIN=str(DISPLAYS[0]),
-        TANDEM_DISPLAY_MAX=str(DISPLAYS[1]),
+        TANDEM_DISPLAY_MIN=str(displays[0]),
+        TANDEM_DISPLAY_MAX=str(displays[1]),
         TANDEM_MEDIA_ROOT=str(media_root),
         TANDEM_REDIS_URL=BENCH_REDIS,
         TANDEM_CELERY_BROKER_URL=BENCH_REDIS,
         TANDEM_CELERY_RESULT_BACKEND=BENCH_REDIS,
+        **extra,
     )
+
+
+@contextmanager
+def _worker(host: str, media_root: Path) -> Iterator[None]:
+    from tests.support.services import running, worker_answers
+
+    name = f"{host}@bench"
+    env = bench_worker_env(host, DISPLAYS, media_root)
     with running(_worker_command(host, name), env, lambda: worker_answers(BENCH_REDIS, name), 60):
         yield
 

@@ -225,11 +225,13 @@ def test_a_screen_that_goes_back_to_a_picture_seen_for_the_step_replaces_nothing
     assert len(handed) == 1
 
 
-# A click is answered in two drawings 100 ms apart: a strip first, then the whole window.
-PAUSING_REACTION = """
-import time
+# A program answering each click: after ``sys.argv[2]`` seconds it paints its window the next
+# colour, and with ``sys.argv[1]`` "strip" it first paints a strip of it grey, at once.
+REACTION = """
+import sys, time
 from Xlib import X, display
 
+strip, pause = sys.argv[1] == "strip", float(sys.argv[2])
 d = display.Display()
 screen = d.screen()
 window = screen.root.create_window(
@@ -243,14 +245,25 @@ clicks = 0
 while True:
     if d.next_event().type == X.ButtonPress:
         clicks += 1
-        window.change_attributes(background_pixel=0x808080)
-        window.clear_area(0, 0, 400, 20)
-        d.sync()
-        time.sleep(0.1)
+        if strip:
+            window.change_attributes(background_pixel=0x808080)
+            window.clear_area(0, 0, 400, 20)
+            d.sync()
+        time.sleep(pause)
         window.change_attributes(background_pixel=colors[clicks % 2])
         window.clear_area()
         d.sync()
 """
+CLICK = Action.from_json({"type": "click", "point": [450, 200]})
+
+
+def launch_reaction(control, strip: bool, pause_s: float) -> None:
+    """``REACTION`` on the desktop, once its white window shows."""
+    control.launch(["python3", "-c", REACTION, "strip" if strip else "whole", str(pause_s)])
+    deadline = time.monotonic() + 10
+    while pixel(control.observe(settle=False).png, 200, 300) != (255, 255, 255):
+        assert time.monotonic() < deadline, "the program's window did not appear"
+        time.sleep(0.1)
 
 
 def test_a_run_without_a_person_takes_the_screen_once_a_pausing_reaction_is_over(
@@ -260,48 +273,18 @@ def test_a_run_without_a_person_takes_the_screen_once_a_pausing_reaction_is_over
     replaces that observation where a person decides); a rollout's observation waits until the
     screen stayed still for the quiet period since its last drawing, and shows the whole."""
     control = sandboxed_control
-    control.launch(["python3", "-c", PAUSING_REACTION])
-    click = Action.from_json({"type": "click", "point": [450, 200]})
-    deadline = time.monotonic() + 10
-    while pixel(control.observe(settle=False).png, 200, 300) != (255, 255, 255):
-        assert time.monotonic() < deadline, "the program's window did not appear"
-        time.sleep(0.1)
+    launch_reaction(control, strip=True, pause_s=0.1)  # two drawings 100 ms apart
 
-    control.execute(click)
+    control.execute(CLICK)
     settled = control.observe(settle=True)
     time.sleep(0.5)
     over = control.observe(settle=False).png
     assert pixel(settled.png, 200, 300) == (255, 255, 255) != pixel(over, 200, 300)
 
-    control.execute(click)
+    control.execute(CLICK)
     quiet = observations.settled_quietly(control, settings.TANDEM_ROLLOUT_QUIET_MS)
     time.sleep(0.5)
     assert rgb(quiet.png) == rgb(control.observe(settle=False).png)
-
-
-# A click is answered late: nothing is drawn for 400 ms, then the whole window changes colour.
-LATE_REACTION = """
-import time
-from Xlib import X, display
-
-d = display.Display()
-screen = d.screen()
-window = screen.root.create_window(
-    100, 100, 400, 300, 0, screen.root_depth, override_redirect=True,
-    background_pixel=0xFFFFFF, event_mask=X.ButtonPressMask,
-)
-window.map()
-d.sync()
-colors = [0xCC3333, 0x3333CC]
-clicks = 0
-while True:
-    if d.next_event().type == X.ButtonPress:
-        clicks += 1
-        time.sleep(0.4)
-        window.change_attributes(background_pixel=colors[clicks % 2])
-        window.clear_area()
-        d.sync()
-"""
 
 
 def test_a_run_without_a_person_waits_for_a_reaction_slow_to_start(sandboxed_control):
@@ -310,21 +293,16 @@ def test_a_run_without_a_person_waits_for_a_reaction_slow_to_start(sandboxed_con
     reaction time) and shows it."""
     assert settings.TANDEM_ROLLOUT_QUIET_MS < 400 < settings.TANDEM_ROLLOUT_REACTION_MS
     control = sandboxed_control
-    control.launch(["python3", "-c", LATE_REACTION])
-    click = Action.from_json({"type": "click", "point": [450, 200]})
-    deadline = time.monotonic() + 10
-    while pixel(control.observe(settle=False).png, 200, 300) != (255, 255, 255):
-        assert time.monotonic() < deadline, "the program's window did not appear"
-        time.sleep(0.1)
+    launch_reaction(control, strip=False, pause_s=0.4)  # nothing drawn for 400 ms
 
-    control.execute(click)
+    control.execute(CLICK)
     settled = control.observe(settle=True)
     time.sleep(0.6)
     assert pixel(settled.png, 200, 300) == (255, 255, 255)
     first = pixel(control.observe(settle=False).png, 200, 300)
     assert first != (255, 255, 255)
 
-    control.execute(click)
+    control.execute(CLICK)
     after = observations.after_an_unattended_action(control)
     assert pixel(after.png, 200, 300) not in ((255, 255, 255), first)
     time.sleep(0.6)
