@@ -391,10 +391,11 @@ TANDEM_EVALUATION_STALE_SECONDS = env_int("TANDEM_EVALUATION_STALE_SECONDS", 60)
 # A rollout takes an action's screen once it also stayed still this long since its last drawing,
 # for late reactions: it has no person and no screen watch. Where nothing was drawn since the
 # action, it waits up to TANDEM_ROLLOUT_REACTION_MS from the action for a first drawing: a GTK
-# Save As dialog starts drawing 70-165 ms after its key with both cores busy, and past 300 ms
-# under a whole test suite's load (its step was then recorded as having changed nothing).
+# Save As dialog starts drawing 70-165 ms after its key with both cores busy, past 300 ms under
+# a whole test suite's load, and a mousepad just started drew typed text past 500 ms there (each
+# step was then recorded as having changed nothing). Only a step that draws nothing waits it out.
 TANDEM_ROLLOUT_QUIET_MS = env_int("TANDEM_ROLLOUT_QUIET_MS", 300)
-TANDEM_ROLLOUT_REACTION_MS = env_int("TANDEM_ROLLOUT_REACTION_MS", 500)
+TANDEM_ROLLOUT_REACTION_MS = env_int("TANDEM_ROLLOUT_REACTION_MS", 1000)
 # An ended episode's evaluator reads its desktop once the screen stayed the same this long.
 TANDEM_EVALUATION_QUIET_MS = env_int("TANDEM_EVALUATION_QUIET_MS", 1000)
 # The evaluation jail (vm_pool/evaluation/jail.py), where what a desktop left is parsed: its
