@@ -33,6 +33,8 @@ from annotation.models import Demonstration, Episode, Proposal, Step
 from backend.celery import send_after_commit
 from vm_pool.actions import meant_to_change_screen
 from vm_pool.desktop import Observation
+from vm_pool.sandbox import activity as activity_rules
+from vm_pool.sandbox.activity import DesktopActivity
 from vm_pool.screen import watch as screen_watch
 from vm_pool.screen.capture import frame_of_png
 from vm_pool.screen.compare import same_screen
@@ -196,11 +198,16 @@ def settled_quietly(
     evaluation that reads the desktop after the last step wait it out. Where the server reports
     damage, the quiet period counts from the last drawing larger than a caret, and a screen on
     which none was drawn since the call waits up to ``reaction_ms`` (at least ``quiet_ms``) from
-    the call for a first one, woken by it (a program slow to start its reaction under load); a
-    screen on which nothing was drawn since its frame is the same without a look at it.
+    the call for a first one, woken by it (a program slow to start its reaction under load);
+    where the kernel accounts the desktop's work (``vm_pool.sandbox.activity``), that wait ends
+    as soon as nothing on the desktop has worked for a while: no program is preparing a drawing.
+    A screen on which nothing was drawn since its frame is the same without a look at it.
     Elsewhere the quiet period counts from the settled frame, and lasts until ``reaction_ms``
     after the call at least."""
     reaction_ms = quiet_ms if reaction_ms is None else max(quiet_ms, reaction_ms)
+    activity = _activity(control)
+    if activity is not None:
+        activity.start()
     called = started = time.monotonic()
     observation = control.observe(settle=True)
     deadline = started + limit_s
@@ -210,8 +217,12 @@ def settled_quietly(
         if reports is None:
             until = max(time.monotonic() + quiet_ms / 1000, first_drawing_by)
         else:
-            if reports.drawn_at <= called:
-                _wait_for_a_drawing(reports, first_drawing_by)
+            if (
+                reports.drawn_at <= called
+                and _idle_before_a_drawing(reports, first_drawing_by, activity)
+                and _nothing_drawn(reports)
+            ):
+                return observation  # nothing drawn, and nothing at work to draw a reaction
             until = max(started, reports.drawn_at) + quiet_ms / 1000
         time.sleep(max(0.0, min(until, deadline) - time.monotonic()))
         if reports is not None and _nothing_drawn(reports):
@@ -237,12 +248,26 @@ def after_an_unattended_action(control: Any) -> Observation:
     )
 
 
-def _wait_for_a_drawing(reports: DamageReports, until: float) -> None:
-    """Wait until the server reports a drawing larger than a caret, or until ``until`` (a
-    monotonic time)."""
+def _idle_before_a_drawing(
+    reports: DamageReports, until: float, activity: DesktopActivity | None
+) -> bool:
+    """Wait until the server reports a drawing larger than a caret, until ``until`` (a
+    monotonic time), or until ``activity`` finds the desktop idle: whether that was the end."""
     drawn_at = reports.drawn_at
     try:
         while reports.drawn_at == drawn_at and time.monotonic() < until:
-            reports.wait(until - time.monotonic())
+            if activity is not None and activity.idle():
+                return True
+            timeout = until - time.monotonic()
+            if activity is not None:
+                timeout = min(timeout, activity_rules.SAMPLE_MS / 1000)
+            reports.wait(timeout)
     except DamageLost:  # a look at the screen answers then
-        return
+        pass
+    return False
+
+
+def _activity(control: Any) -> DesktopActivity | None:
+    """The desktop's activity, where its control has it (``vm_pool.sandbox.activity``)."""
+    activity = getattr(control, "activity", None)
+    return activity() if activity is not None else None

@@ -83,7 +83,7 @@ class Run:
         # The screen the rules see: its identity (a screenshot's sha256) and the PNG that gave
         # it. A later screenshot within the tolerance (a blinking caret, the clock) keeps it, so
         # that small changes never add up unseen.
-        self.screen = ("", b"")
+        self.screen: tuple[str, bytes] = ("", b"")
         self.tokens = 0
         self.proposer = get_proposer(self._settings())
 
@@ -196,7 +196,7 @@ class Run:
 
     def see(self, observation: Observation) -> str:
         """The identity of the screen now, for the rules."""
-        identity, png = self.screen
+        png = self.screen[1]
         if not png or not same_screen(png, observation.png):
             self.screen = (store_screenshot(observation.png).pk, observation.png)
         return self.screen[0]

@@ -43,6 +43,7 @@ from vm_pool.providers.base import DesktopProvider
 from vm_pool.sandbox import bubblewrap as sandbox
 from vm_pool.sandbox import limits as sandbox_limits
 from vm_pool.sandbox import network
+from vm_pool.sandbox.activity import DesktopActivity
 
 if TYPE_CHECKING:
     from vm_pool.screen.capture import Frame
@@ -98,8 +99,11 @@ class LocalControl:
     with a ``DesktopError`` that says so.
     """
 
-    def __init__(self, spec: DesktopSpec, endpoint: Endpoint) -> None:
+    def __init__(
+        self, spec: DesktopSpec, endpoint: Endpoint, activity: DesktopActivity | None = None
+    ) -> None:
         self.agent = AgentClient(endpoint.control_address, spec.agent_key, spec.screen)
+        self._activity = activity
         self.desktop_id = spec.desktop_id
         self.display = endpoint.display
         self.screen = spec.screen
@@ -179,6 +183,11 @@ class LocalControl:
         first action or observation connected. They close with the connection."""
         x11 = self._x11
         return x11.damage if x11 is not None else None
+
+    def activity(self) -> DesktopActivity | None:
+        """The work of the desktop's processes, where the kernel accounts it
+        (``vm_pool.sandbox.activity``): a local desktop's cgroup."""
+        return self._activity
 
     def launch(
         self, argv: list[str], window_timeout: float = 0.0, window_title: str = ""
@@ -341,7 +350,8 @@ class LocalProvider(DesktopProvider):
             sandbox.unlink_display(spec.display)
 
     def control(self, spec: DesktopSpec, endpoint: Endpoint) -> LocalControl:
-        return LocalControl(spec, endpoint)
+        cgroup = None if spec.display is None else sandbox_limits.activity_cgroup(spec.display)
+        return LocalControl(spec, endpoint, DesktopActivity.of(cgroup))
 
     @staticmethod
     def _kill(pgid: int) -> None:

@@ -5,7 +5,9 @@ the desktop's cgroups before it starts (``in_cgroups``), so that ``TANDEM_SANDBO
 bounds the memory of them all together (the kernel kills inside the desktop when it is
 exceeded) and stopping the desktop can kill whatever is left in them. The number of processes
 is bounded twice: by the pids cgroup and by the kernel's per-user count (``prlimit``), exact
-because a desktop's uid is its own.
+because a desktop's uid is its own. On a host with cgroup v1, a desktop also joins a cgroup of
+the unified hierarchy where one is mounted beside it: no limits, the kernel's accounting of its
+processes' work together (``vm_pool.sandbox.activity``), as a v2 host's cgroup has it.
 """
 
 import os
@@ -18,6 +20,7 @@ from pathlib import Path
 from vm_pool.desktop import DesktopError
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+UNIFIED = CGROUP_ROOT / "unified"  # cgroup v2 beside v1 (a hybrid host)
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,19 @@ def cgroup_dirs(display: int) -> list[Path]:
         own = _own_cgroup(controller)
         if own is not None and (CGROUP_ROOT / controller).is_dir():
             dirs.append(CGROUP_ROOT / controller / own.lstrip("/") / name)
+    if dirs and (UNIFIED / "cgroup.controllers").exists():
+        dirs.append(UNIFIED / "tandem" / name)  # no limits: its accounting (``activity``)
     return dirs
+
+
+def activity_cgroup(display: int) -> Path | None:
+    """The desktop's cgroup of the unified hierarchy (v2), where the kernel accounts its
+    processes' work together (``vm_pool.sandbox.activity``); None on cgroup v1 alone."""
+    name = f"tandem-display-{display}"
+    for directory in (CGROUP_ROOT / "tandem" / name, UNIFIED / "tandem" / name):
+        if directory.is_dir():
+            return directory
+    return None
 
 
 def make_cgroups(display: int, limits: SandboxLimits) -> list[Path]:
@@ -63,6 +78,7 @@ def make_cgroups(display: int, limits: SandboxLimits) -> list[Path]:
             (parent / "cgroup.subtree_control").write_text("+memory +pids")
         for directory in dirs:
             remove_cgroup(directory)
+            directory.parent.mkdir(exist_ok=True)
             directory.mkdir()
             if (directory / "pids.max").exists():
                 (directory / "pids.max").write_text(str(limits.processes))

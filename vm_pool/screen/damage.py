@@ -14,10 +14,10 @@ so that whoever reads the box looks at a frame.
 Two readers may share one display's reports: a job's settle (``vm_pool.screen.settle``) and the
 watcher thread (``vm_pool.screen.watch``). Each read updates the things they ask, kept apart so
 that neither takes the other's: the moment of the latest change, the moment of the latest
-drawing larger than a caret (``drawn_at``: a program's reaction), the damaged box since the box
-was last taken (the watch's, and a settle's frame), and the box drawn since a settle's start
-(``mark``). A desktop's control reads the reports right before each action, so that what was
-drawn before it is never dated after it. Safe to use from several threads.
+drawing larger than a caret (``drawn_at``: a program's reaction, and what a settle asks of the
+reports since its start), and the damaged box since the box was last taken (the watch's, and a
+settle's frame). A desktop's control reads the reports right before each action, so that what
+was drawn before it is never dated after it. Safe to use from several threads.
 """
 
 import select
@@ -82,7 +82,6 @@ class DamageReports:
             raise
         self._lock = threading.Lock()
         self._box: Box | None = None
-        self._since_mark: Box | None = None
         self.changed_at = time.monotonic()  # the latest change read
         # The latest read that found a drawing larger than a caret (``compare.MIN_EXTENT_PX``
         # wide and high): a program's reaction, where a caret's blink or the pointer is none.
@@ -124,10 +123,8 @@ class DamageReports:
             self._x.flush()
             self.changed_at = time.monotonic()
             self.reports += 1
-            if drawn is not None:
-                self._since_mark = drawn.union(self._since_mark)
-                if drawn.at_least(MIN_EXTENT_PX):
-                    self.drawn_at = self.changed_at
+            if drawn is not None and drawn.at_least(MIN_EXTENT_PX):
+                self.drawn_at = self.changed_at
         return self.changed_at
 
     def wait(self, timeout_s: float) -> float:
@@ -153,17 +150,6 @@ class DamageReports:
         with self._lock:
             box, self._box = self._box, None
             return box
-
-    def mark(self) -> None:
-        """Start the box ``since_mark`` answers anew (a settle's start): kept apart from the box
-        ``take_box`` takes, so that a settle and the watch never take each other's."""
-        with self._lock:
-            self._since_mark = None
-
-    def since_mark(self) -> Box | None:
-        """The bounding box of what was drawn since ``mark``, among the reports read."""
-        with self._lock:
-            return self._since_mark
 
     def give_back(self, box: Box | None) -> None:
         """A box taken but not looked at (the desktop was busy): it counts again."""

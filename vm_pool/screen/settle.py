@@ -32,7 +32,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from vm_pool.screen.compare import MIN_EXTENT_PX
 from vm_pool.screen.damage import Box
 
 DEFAULT_WINDOW_MS = 150.0
@@ -61,9 +60,8 @@ class ChangeReports(Protocol):
 
     def take_box(self) -> Box | None: ...
 
-    def mark(self) -> None: ...
-
-    def since_mark(self) -> Box | None: ...
+    @property
+    def drawn_at(self) -> float: ...
 
 
 def wait_until_settled(
@@ -114,14 +112,12 @@ def wait_until_quiet(
     if not 0 <= min_ms <= max_ms or window_ms <= 0:
         raise ValueError("settle needs 0 <= min_ms <= max_ms and a positive window_ms")
     reports.read()  # what was drawn before the call is in the picture the rule starts from
-    reports.mark()
     start = time.monotonic()
     window, earliest, latest = window_ms / 1000, start + min_ms / 1000, start + max_ms / 1000
     unchanged_since, pictures = start, 1
     while True:
         now = time.monotonic()
-        drawn = reports.since_mark()
-        reacted = drawn is not None and drawn.at_least(MIN_EXTENT_PX)  # more than a caret
+        reacted = reports.drawn_at > start  # more than a caret was drawn since the call
         quiet = now - unchanged_since >= window and (reacted or now >= earliest)
         if quiet or now >= latest:
             changed_at = reports.read(sync=True)  # nothing drawn before now is still on its way

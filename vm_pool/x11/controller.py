@@ -146,9 +146,8 @@ class X11Controller:
                     min_ms=min_ms,
                     max_ms=max_ms,
                 )
-            except DamageLost:  # this connection's reports are gone: frames from now on
-                self.damage.close()
-                self.damage = None
+            except DamageLost:
+                self._lose_damage()
         return wait_until_settled(
             self._grabber.grab, window_ms=window_ms, min_ms=min_ms, max_ms=max_ms
         )
@@ -158,9 +157,14 @@ class X11Controller:
         if self.damage is not None:
             try:
                 self.damage.read(sync=True)
-            except DamageLost:  # this connection's reports are gone: frames from now on
-                self.damage.close()
-                self.damage = None
+            except DamageLost:
+                self._lose_damage()
+
+    def _lose_damage(self) -> None:
+        """This connection's damage reports are gone: frames are compared from now on."""
+        if self.damage is not None:
+            self.damage.close()
+            self.damage = None
 
     def observe(self, settle: bool = True) -> Observation:
         """A PNG observation, taken once the screen has settled unless ``settle`` is False."""

@@ -226,12 +226,13 @@ def test_a_screen_that_goes_back_to_a_picture_seen_for_the_step_replaces_nothing
 
 
 # A program answering each click: after ``sys.argv[2]`` seconds it paints its window the next
-# colour, and with ``sys.argv[1]`` "strip" it first paints a strip of it grey, at once.
+# colour, and with ``sys.argv[1]`` "strip" it first paints a strip of it grey, at once. With
+# ``sys.argv[3]`` "busy" it computes meanwhile (a program slow under load), else it sleeps.
 REACTION = """
 import sys, time
 from Xlib import X, display
 
-strip, pause = sys.argv[1] == "strip", float(sys.argv[2])
+strip, pause, busy = sys.argv[1] == "strip", float(sys.argv[2]), sys.argv[3] == "busy"
 d = display.Display()
 screen = d.screen()
 window = screen.root.create_window(
@@ -249,7 +250,10 @@ while True:
             window.change_attributes(background_pixel=0x808080)
             window.clear_area(0, 0, 400, 20)
             d.sync()
-        time.sleep(pause)
+        until = time.monotonic() + pause
+        while busy and time.monotonic() < until:
+            pass
+        time.sleep(max(0.0, until - time.monotonic()))
         window.change_attributes(background_pixel=colors[clicks % 2])
         window.clear_area()
         d.sync()
@@ -257,9 +261,10 @@ while True:
 CLICK = Action.from_json({"type": "click", "point": [450, 200]})
 
 
-def launch_reaction(control, strip: bool, pause_s: float) -> None:
+def launch_reaction(control, strip: bool, pause_s: float, busy: bool = False) -> None:
     """``REACTION`` on the desktop, once its white window shows."""
-    control.launch(["python3", "-c", REACTION, "strip" if strip else "whole", str(pause_s)])
+    shape, pause = "strip" if strip else "whole", "busy" if busy else "asleep"
+    control.launch(["python3", "-c", REACTION, shape, str(pause_s), pause])
     deadline = time.monotonic() + 10
     while pixel(control.observe(settle=False).png, 200, 300) != (255, 255, 255):
         assert time.monotonic() < deadline, "the program's window did not appear"
@@ -288,12 +293,14 @@ def test_a_run_without_a_person_takes_the_screen_once_a_pausing_reaction_is_over
 
 
 def test_a_run_without_a_person_waits_for_a_reaction_slow_to_start(sandboxed_control):
-    """Nothing is drawn for 400 ms after the click, longer than the quiet period: a settle
-    ends before the reaction, a rollout's observation waits for its first drawing (up to the
-    reaction time) and shows it."""
+    """Nothing is drawn for 400 ms after the click while the program computes, longer than the
+    quiet period: a settle ends before the reaction, a rollout's observation waits for its
+    first drawing (up to the reaction time: the program is at work) and shows it. On a desktop
+    where nothing works, the wait ends well before the reaction time."""
     assert settings.TANDEM_ROLLOUT_QUIET_MS < 400 < settings.TANDEM_ROLLOUT_REACTION_MS
     control = sandboxed_control
-    launch_reaction(control, strip=False, pause_s=0.4)  # nothing drawn for 400 ms
+    assert control.activity() is not None  # the kernel accounts a local desktop's work
+    launch_reaction(control, strip=False, pause_s=0.4, busy=True)  # nothing drawn for 400 ms
 
     control.execute(CLICK)
     settled = control.observe(settle=True)
@@ -307,3 +314,10 @@ def test_a_run_without_a_person_waits_for_a_reaction_slow_to_start(sandboxed_con
     assert pixel(after.png, 200, 300) not in ((255, 255, 255), first)
     time.sleep(0.6)
     assert rgb(after.png) == rgb(control.observe(settle=False).png)
+
+    # A click beside the window: nothing reacts, nothing works, no reaction is waited for.
+    control.execute(Action.from_json({"type": "click", "point": [900, 700]}))
+    started = time.monotonic()
+    still = observations.after_an_unattended_action(control)
+    assert time.monotonic() - started < settings.TANDEM_ROLLOUT_REACTION_MS / 1000
+    assert pixel(still.png, 200, 300) == pixel(after.png, 200, 300)
