@@ -189,7 +189,11 @@ def ask_model(step_id: int) -> None:
 
 
 def settled_quietly(
-    control: Any, quiet_ms: float, limit_s: float = 5.0, reaction_ms: float | None = None
+    control: Any,
+    quiet_ms: float,
+    limit_s: float = 5.0,
+    reaction_ms: float | None = None,
+    until_idle: bool = False,
 ) -> Observation:
     """The settled screen, once it also stayed the same (give or take a blinking caret) for
     ``quiet_ms``, at most ``limit_s`` in all. A program that reacts late (a dialog closing, and
@@ -199,13 +203,15 @@ def settled_quietly(
     damage, the quiet period counts from the last drawing larger than a caret, and a screen on
     which none was drawn since the call waits up to ``reaction_ms`` (at least ``quiet_ms``) from
     the call for a first one, woken by it (a program slow to start its reaction under load);
-    where the kernel accounts the desktop's work (``vm_pool.sandbox.activity``), that wait ends
-    as soon as nothing on the desktop has worked for a while: no program is preparing a drawing.
-    A screen on which nothing was drawn since its frame is the same without a look at it.
-    Elsewhere the quiet period counts from the settled frame, and lasts until ``reaction_ms``
-    after the call at least."""
+    with ``until_idle``, where the kernel accounts the desktop's work
+    (``vm_pool.sandbox.activity``), that wait ends as soon as nothing on the desktop has worked
+    for a while: no program is preparing a drawing (an evaluation keeps its whole quiet period:
+    its score is a label, and a program's own timer is not seen as work). A screen on which
+    nothing was drawn since its frame is the same without a look at it. Elsewhere the quiet
+    period counts from the settled frame, and lasts until ``reaction_ms`` after the call at
+    least."""
     reaction_ms = quiet_ms if reaction_ms is None else max(quiet_ms, reaction_ms)
-    activity = _activity(control)
+    activity = _activity(control) if until_idle else None
     if activity is not None:
         activity.start()
     called = started = time.monotonic()
@@ -240,11 +246,12 @@ def settled_quietly(
 def after_an_unattended_action(control: Any) -> Observation:
     """The screen a run without a person (a rollout, a replay) takes after an action: settled
     quietly with the rollouts' quiet period and reaction time (``TANDEM_ROLLOUT_QUIET_MS``,
-    ``TANDEM_ROLLOUT_REACTION_MS``)."""
+    ``TANDEM_ROLLOUT_REACTION_MS``), the wait for a reaction ending once the desktop is idle."""
     return settled_quietly(
         control,
         settings.TANDEM_ROLLOUT_QUIET_MS,
         reaction_ms=settings.TANDEM_ROLLOUT_REACTION_MS,
+        until_idle=True,
     )
 
 

@@ -17,11 +17,24 @@ under the settle's damage rule with the loop's ``window_ms`` for each candidate 
 settled *early* when the frame the rule would have answered with differs, as the watch judges,
 from the screen the reaction ended on.
 
+The desktop's processes share a cgroup of the unified hierarchy, as a local desktop's do, and
+its work is read every ``ACTIVITY_SAMPLE_MS`` after each action (``vm_pool.sandbox.activity``:
+CPU and waits for a core or the disk, the X server's aside). A run without a person stops
+waiting for a first drawing once no sample of ``SAMPLE_MS`` held more than ``BUSY_US`` of work
+for ``IDLE_MS``; each reaction is replayed under that rule for each candidate idle period: it is
+*missed* when the rule would have ended the wait before the reaction's first drawing larger than
+a caret.
+
 Keys (the loaded run; ``_idle`` for the idle one): ``reaction_first_ms_p50``, ``_p95``, ``_max``:
 from the action to the first drawing, over every action that reacted; and, loaded,
 ``settle_early_share_w<W>_min<M>``: the share of reactions settled early with ``window_ms`` W and
-``min_ms`` M (a screen that does not change costs max(W, M) there). A table per program, both
-runs, goes to stderr.
+``min_ms`` M (a screen that does not change costs max(W, M) there); both runs,
+``reaction_missed_share_idle<I>``: the share of reactions the activity rule with ``IDLE_MS`` I
+would have missed; ``idle_found_ms_p50`` / ``_max``: when that rule, with the default
+``IDLE_MS``, finds the desktop idle after an action, its reaction included (a reaction still at
+work when the span ends counts as the span); and ``reaction_idle_gap_ms_max``: the longest the
+desktop went without work between an action and its reaction's first drawing larger than a
+caret, which ``IDLE_MS`` must exceed. A table per program, both runs, goes to stderr.
 """
 
 import multiprocessing
@@ -29,6 +42,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +55,10 @@ LOAD = 2  # spinning processes: the 2-core machine's cores kept busy
 # start measured, and longer windows; a screen that does not change costs max(window, min).
 RULES = ((50, 0), (50, 80), (50, 160), (50, 240), (50, 320), (100, 240), (150, 240))
 
-GOALS = {"settle_early_share_w50_min240": "report"}
+IDLE_CANDIDATES_MS = (50, 100, 150, 250)
+ACTIVITY_SAMPLE_MS = 5.0
+
+GOALS = {"settle_early_share_w50_min240": "report", "reaction_missed_share_idle150": "0"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +69,7 @@ class Timeline:
     drawings: list[float]
     large: list[bool]  # each drawing at least MIN_EXTENT_PX wide and high (a caret's is not)
     stale: list[bool]  # [the screen before the first drawing, after each drawing]
+    work: list[tuple[float, int]]  # (ms after the action, the desktop's work so far in µs)
 
 
 def _spin() -> None:
@@ -73,7 +91,49 @@ def settled_at(timeline: Timeline, window_ms: float, min_ms: float) -> tuple[flo
     return (last + window_ms if reacted else max(last + window_ms, min_ms)), seen
 
 
-def _timeline(control: Any, reports: Any, action: dict[str, Any]) -> Timeline:
+def _idle_for(timeline: Timeline) -> Iterator[tuple[float, float]]:
+    """The activity rule's samples after the action: (ms after it, ms since the last sample
+    that found work), every ``SAMPLE_MS``, the action counting as work; a sample found work
+    when the desktop's work grew by more than ``BUSY_US`` since the one before
+    (``vm_pool.sandbox.activity``)."""
+    from vm_pool.sandbox.activity import BUSY_US, SAMPLE_MS
+
+    busy_at, last, index = 0.0, timeline.work[0][1], 0
+    at = SAMPLE_MS
+    while at <= SPAN_S * 1000:
+        while index + 1 < len(timeline.work) and timeline.work[index + 1][0] <= at:
+            index += 1
+        work = timeline.work[index][1]
+        if work - last > BUSY_US:
+            busy_at = at
+        last = work
+        yield at, at - busy_at
+        at += SAMPLE_MS
+
+
+def idle_found_at(timeline: Timeline, idle_ms: float) -> float:
+    """When the activity rule finds the desktop idle after the action (ms; infinity for never
+    within the span): once no sample found work for ``idle_ms``."""
+    return next((at for at, idle in _idle_for(timeline) if idle >= idle_ms), float("inf"))
+
+
+def idle_gap_before_drawing(timeline: Timeline) -> float:
+    """The longest the desktop went without work between the action and the reaction's first
+    drawing larger than a caret (ms): the idle period a rule must exceed not to miss it."""
+    first = next(
+        (at for at, large in zip(timeline.drawings, timeline.large, strict=True) if large), 0.0
+    )
+    return max((idle for at, idle in _idle_for(timeline) if at <= first), default=0.0)
+
+
+def _missed(timeline: Timeline, idle_ms: float) -> bool:
+    """Would the activity rule have ended the wait before the reaction's first drawing larger
+    than a caret?"""
+    firsts = [at for at, large in zip(timeline.drawings, timeline.large, strict=True) if large]
+    return bool(firsts) and idle_found_at(timeline, idle_ms) < firsts[0]
+
+
+def _timeline(control: Any, reports: Any, activity: Any, action: dict[str, Any]) -> Timeline:
     from vm_pool.actions import Action
     from vm_pool.screen.compare import MIN_EXTENT_PX, meaningful_change
 
@@ -84,9 +144,11 @@ def _timeline(control: Any, reports: Any, action: dict[str, Any]) -> Timeline:
     frames = [control.grab_frame()]
     control.execute(Action.from_json(action))
     sent = time.monotonic()
+    work = [(0.0, activity.work_us())]
     drawings, large = [], []
     while (left := SPAN_S - (time.monotonic() - sent)) > 0:
-        at = reports.wait(left)
+        at = reports.wait(min(left, ACTIVITY_SAMPLE_MS / 1000))
+        work.append(((time.monotonic() - sent) * 1000, activity.work_us()))
         box = reports.take_box()
         if at > seen and box is not None:
             drawings.append((at - sent) * 1000)
@@ -94,7 +156,8 @@ def _timeline(control: Any, reports: Any, action: dict[str, Any]) -> Timeline:
             frames.append(control.grab_frame())
             seen = at
     last = frames[-1]
-    return Timeline(drawings, large, [meaningful_change(frame, last) for frame in frames])
+    stale = [meaningful_change(frame, last) for frame in frames]
+    return Timeline(drawings, large, stale, work)
 
 
 def _record(repeats: int) -> dict[str, list[Timeline]]:
@@ -102,13 +165,24 @@ def _record(repeats: int) -> dict[str, list[Timeline]]:
     from tests.support.chromium import CHROMIUM, CHROMIUM_ARGS
     from tests.support.desktops import running_desktop
     from vm_pool.actions import Action
+    from vm_pool.sandbox.activity import DesktopActivity
+    from vm_pool.sandbox.limits import CGROUP_ROOT, UNIFIED, in_cgroups, remove_cgroup
     from vm_pool.screen.damage import DamageReports
     from vm_pool.x11.controller import X11Controller
 
     cases: dict[str, list[Timeline]] = {}
+    base = CGROUP_ROOT if (CGROUP_ROOT / "cgroup.controllers").exists() else UNIFIED
+    cgroup = base / "tandem" / "reaction-bench"
+    cgroup.parent.mkdir(exist_ok=True)
+    remove_cgroup(cgroup)
+    cgroup.mkdir()
+    procs = cgroup / "cgroup.procs"
+
+    def launch(*argv: str) -> Any:  # in the desktop's cgroup, as a local desktop's programs
+        return desktop.launch(*in_cgroups([procs], list(argv)))
 
     def act(name: str, action: dict[str, Any]) -> None:
-        cases.setdefault(name, []).append(_timeline(control, reports, action))
+        cases.setdefault(name, []).append(_timeline(control, reports, activity, action))
 
     def click(window: Any) -> None:  # gives it the focus
         center = window.center
@@ -118,15 +192,19 @@ def _record(repeats: int) -> dict[str, list[Timeline]]:
         return {"type": "hotkey", "keys": list(keys)}
 
     with tempfile.TemporaryDirectory() as home, running_desktop(1280, 800, Path(home)) as desktop:
+        for process in desktop.processes:  # its X server and window manager
+            procs.write_text(str(process.pid))
+        activity = DesktopActivity.of(cgroup)
+        assert activity is not None, f"{cgroup} has no CPU and pressure accounting"
         control = X11Controller(desktop.display)
         reports = DamageReports(desktop.display)
         try:
-            desktop.launch("xterm", "-geometry", "80x24+10+10")
+            launch("xterm", "-geometry", "80x24+10+10")
             window = desktop.wait_for_window("xterm")
             click(window)
             for _ in range(repeats):
                 act("xterm: type a letter", {"type": "type", "content": "a"})
-            desktop.launch("mousepad")
+            launch("mousepad")
             desktop.wait_for_window("mousepad")
             for _ in range(repeats):
                 act("mousepad: open the File menu", key("alt", "f"))
@@ -135,13 +213,13 @@ def _record(repeats: int) -> dict[str, list[Timeline]]:
                 act("mousepad: open Save As", key("ctrl", "shift", "s"))
                 act("mousepad: close Save As", key("Escape"))
             for _ in range(repeats):
-                message = desktop.launch("xmessage", "-default", "okay", "-center", "A message")
+                message = launch("xmessage", "-default", "okay", "-center", "A message")
                 window = desktop.wait_for_window("xmessage")
                 click(window)
                 act("xmessage: Enter closes it", key("Return"))
                 message.wait(5)
             profile = f"--user-data-dir={home}/chromium"
-            desktop.launch(CHROMIUM, *CHROMIUM_ARGS, profile, "about:blank")
+            launch(CHROMIUM, *CHROMIUM_ARGS, profile, "about:blank")
             desktop.wait_for_window("Chromium", timeout=60)
             time.sleep(2)  # its first paint's tail
             control.execute(Action.from_json(key("ctrl", "l")))
@@ -155,6 +233,7 @@ def _record(repeats: int) -> dict[str, list[Timeline]]:
         finally:
             reports.close()
             control.close()
+    remove_cgroup(cgroup)
     return cases
 
 
@@ -176,6 +255,25 @@ def _figures(cases: dict[str, list[Timeline]], suffix: str) -> dict[str, float]:
         cells = "".join(f" {sum(_early(t, w, m) for t in drew):>7}" for w, m in RULES)
         print(f"{name:36} {statistics.median(firsts_here):6.1f} {max(firsts_here):6.1f}"
               f" {len(drew):>3}{cells}", file=sys.stderr)  # fmt: skip
+    from vm_pool.sandbox.activity import IDLE_MS
+
+    print(f"{'action':36} {'idle found p50':>14} {'max':>6}  missed per IDLE_MS "
+          f"{IDLE_CANDIDATES_MS}", file=sys.stderr)  # fmt: skip
+    every = [t for timelines in cases.values() for t in timelines]
+    for name, timelines in cases.items():
+        found = [min(idle_found_at(t, IDLE_MS), SPAN_S * 1000) for t in timelines]
+        drew = [t for t in timelines if t.stale[0]]
+        missed = " ".join(f"{sum(_missed(t, i) for t in drew):>3}" for i in IDLE_CANDIDATES_MS)
+        print(f"{name:36} {statistics.median(found):14.1f} {max(found):6.1f}  {missed}",
+              file=sys.stderr)  # fmt: skip
+    gaps = [idle_gap_before_drawing(t) for t in reactive]
+    figures[f"reaction_idle_gap_ms_max{suffix}"] = round(max(gaps), 1)
+    found = sorted(min(idle_found_at(t, IDLE_MS), SPAN_S * 1000) for t in every)
+    figures[f"idle_found_ms_p50{suffix}"] = round(statistics.median(found), 1)
+    figures[f"idle_found_ms_max{suffix}"] = round(found[-1], 1)
+    for idle_ms in IDLE_CANDIDATES_MS:
+        missed_share = sum(_missed(t, idle_ms) for t in reactive) / len(reactive)
+        figures[f"reaction_missed_share_idle{idle_ms}{suffix}"] = round(missed_share, 3)
     if not suffix:
         for window_ms, min_ms in RULES:
             early = sum(_early(t, window_ms, min_ms) for t in reactive) / len(reactive)
