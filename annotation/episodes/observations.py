@@ -53,10 +53,11 @@ def store(
         if episode.ended_at is not None or episode.steps.filter(index=index).exists():
             return None
         step = open_step(episode, index, screenshot, observation.waited_ms)
+        announce(step)
+        # After the next proposal is asked for: off the model's critical path. The watch
+        # starts from the observation's frame, so what changes meanwhile is still a change.
         if control is not None and hasattr(control, "grab_frame"):
             transaction.on_commit(lambda: _watch(step.pk, control, observation))
-        announce(step)
-        # After the next proposal is asked for: off the model's critical path.
         transaction.on_commit(lambda: _flag_no_effect(episode, index - 1, observation.png))
     return step
 
@@ -160,9 +161,9 @@ def reobserve_now(step_id: int, observation: Observation, control: Any = None) -
         step.observation = screenshot
         step.save(update_fields=["observation"])
         step.proposals.update(superseded=True)
+        announce(step)
         if control is not None and hasattr(control, "grab_frame"):
             transaction.on_commit(lambda: _watch(step.pk, control, observation))
-        announce(step)
 
 
 def announce(step: Step, ask: bool = True) -> None:

@@ -83,12 +83,19 @@ class Watch:
     seen: dict[bytes, None] = field(default_factory=dict)  # pictures, oldest first
     reports: DamageReports | None = None  # the desktop's damage reports; None: poll frames
     busy: bool = False  # a job held the desktop when the watch last wanted a frame
+    # The observation's own picture, digested once another one comes: most watches end with
+    # their step's decision before the screen changed, and never need it (a digest reads the
+    # whole frame, on the way from the observation to the model's request).
+    first: Frame | None = None
 
     def __post_init__(self) -> None:
-        self.remember(self.baseline)
+        self.first = self.baseline
 
     def remember(self, frame: Frame) -> bool:
         """Note a picture; whether it was seen before."""
+        if self.first is not None:
+            self.seen[picture(self.first)] = None
+            self.first = None
         digest = picture(frame)
         if digest in self.seen:
             return True
