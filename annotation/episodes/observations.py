@@ -19,6 +19,7 @@ a wait, a copy or an ending), that step is flagged ``no_visible_effect`` (keys s
 window manager or a lost focus record an action that did nothing).
 """
 
+import dataclasses
 import time
 from typing import Any
 
@@ -210,7 +211,7 @@ def settled_quietly(
     its score is a label, and a program's own timer is not seen as work). A screen on which
     nothing was drawn since its frame is the same without a look at it. Elsewhere the quiet
     period counts from the settled frame, and lasts until ``reaction_ms`` after the call at
-    least."""
+    least. The observation says what ended the wait (``Observation.quiet_ended``)."""
     reaction_ms = quiet_ms if reaction_ms is None else max(quiet_ms, reaction_ms)
     activity = _activity(control) if until_idle else None
     if activity is not None:
@@ -229,19 +230,24 @@ def settled_quietly(
                 and _idle_before_a_drawing(reports, first_drawing_by, activity)
                 and _nothing_drawn(reports)
             ):
-                return observation  # nothing drawn, and nothing at work to draw a reaction
+                return _ended(observation, "idle")  # nothing drawn, nothing at work to draw
             until = max(started, reports.drawn_at) + quiet_ms / 1000
         time.sleep(max(0.0, min(until, deadline) - time.monotonic()))
         if reports is not None and _nothing_drawn(reports):
-            return observation
+            return _ended(observation, "quiet")
         # A glance, not a settle: a screen still the same is the answer at once (a settle
         # would wait its minimum again); one that changed is settled before it is watched.
         again = control.observe(settle=False)
         if same_screen(observation.png, again.png):
-            return observation
+            return _ended(observation, "quiet")
         started = time.monotonic()
         observation = control.observe(settle=True)
-    return observation
+    return _ended(observation, "limit" if quiet_ms > 0 else "")
+
+
+def _ended(observation: Observation, why: str) -> Observation:
+    """The observation with what ended the quiet wait for it (``Observation.quiet_ended``)."""
+    return dataclasses.replace(observation, quiet_ended=why)
 
 
 def after_an_unattended_action(control: Any) -> Observation:

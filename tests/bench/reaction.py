@@ -166,12 +166,14 @@ def _record(repeats: int) -> dict[str, list[Timeline]]:
     from tests.support.desktops import running_desktop
     from vm_pool.actions import Action
     from vm_pool.sandbox.activity import DesktopActivity
-    from vm_pool.sandbox.limits import CGROUP_ROOT, UNIFIED, in_cgroups, remove_cgroup
+    from vm_pool.sandbox.limits import accounting_root, in_cgroups, remove_cgroup
     from vm_pool.screen.damage import DamageReports
     from vm_pool.x11.controller import X11Controller
 
     cases: dict[str, list[Timeline]] = {}
-    base = CGROUP_ROOT if (CGROUP_ROOT / "cgroup.controllers").exists() else UNIFIED
+    base = accounting_root()
+    if base is None:
+        raise RuntimeError("this host has no unified cgroup hierarchy to account desktops in")
     cgroup = base / "tandem" / "reaction-bench"
     cgroup.parent.mkdir(exist_ok=True)
     remove_cgroup(cgroup)

@@ -63,6 +63,9 @@ def test_a_container_desktop_is_driven_and_observed_like_a_local_one(template):
     assert pointer(control) == (300, 200)
     whoami = control.run(["sh", "-c", "id -un; echo $HOME; pwd"], timeout=10)
     assert whoami.output.split() == ["user", "/home/user", "/home/user"]
+    # A container's processes are not accounted where the platform can read them: a run
+    # without a person waits for a reaction on it by time alone (``vm_pool.sandbox.activity``).
+    assert control.activity() is None
 
 
 MANIFEST = """<?xml version="1.0" encoding="UTF-8"?>

@@ -10,7 +10,7 @@ import pytest
 
 from vm_pool.sandbox import activity as activity_rules
 from vm_pool.sandbox.activity import DesktopActivity
-from vm_pool.sandbox.limits import CGROUP_ROOT, UNIFIED, remove_cgroup
+from vm_pool.sandbox.limits import accounting_root, remove_cgroup
 
 BUSY = "import time\nwhile True: pass"
 ASLEEP = "import time\nwhile True: time.sleep(1)"
@@ -18,7 +18,8 @@ ASLEEP = "import time\nwhile True: time.sleep(1)"
 
 @pytest.fixture
 def cgroup():
-    base = CGROUP_ROOT if (CGROUP_ROOT / "cgroup.controllers").exists() else UNIFIED
+    base = accounting_root()
+    assert base is not None, "this host has no unified cgroup hierarchy to account desktops in"
     directory = base / "tandem" / "activity-test"
     directory.parent.mkdir(exist_ok=True)
     remove_cgroup(directory)

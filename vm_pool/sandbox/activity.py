@@ -43,7 +43,11 @@ class DesktopActivity:
 
     def __init__(self, cgroup: Path) -> None:
         self._cgroup = cgroup
-        self._x_server: Path | None = None
+        # Which pressure files the kernel keeps is decided once: I/O pressure may be missing.
+        pressure = (cgroup / "cpu.pressure", cgroup / "io.pressure")
+        self._pressure = [path for path in pressure if path.is_file()]
+        self._x_server: Path | None = None  # its schedstat: found at the first read, and again
+        # whenever a read fails (the X server is gone)
         self._last = 0
         self.busy_at = time.monotonic()
 
@@ -81,20 +85,18 @@ class DesktopActivity:
         """The desktop's work so far, in microseconds: its CPU and its waits for a core and for
         I/O, less the X server's CPU and wait."""
         work = _field(self._cgroup / "cpu.stat", "usage_usec")
-        work += _some_total(self._cgroup / "cpu.pressure")
-        io = self._cgroup / "io.pressure"
-        if io.is_file():
-            work += _some_total(io)
+        work += sum(_some_total(path) for path in self._pressure)
         return max(0, work - self._x_server_us())
 
     def _x_server_us(self) -> int:
-        if self._x_server is None or not self._x_server.exists():
+        if self._x_server is None:
             self._x_server = self._find_x_server()
             if self._x_server is None:
                 return 0
         try:
             ran_ns, waited_ns = self._x_server.read_text().split()[:2]
         except (OSError, ValueError):
+            self._x_server = None
             return 0
         return (int(ran_ns) + int(waited_ns)) // 1000
 

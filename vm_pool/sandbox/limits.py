@@ -38,31 +38,47 @@ def _own_cgroup(controller: str) -> str | None:
     return None
 
 
+def _cgroup_name(display: int) -> str:
+    """A desktop's cgroup's name in every hierarchy. Cgroups are the host's, so it is named
+    after the desktop's display, which is the host's too (its X lock file), as its uid is: two
+    deployments or test runs on one host never share one."""
+    return f"tandem-display-{display}"
+
+
+def accounting_root() -> Path | None:
+    """The root of the unified hierarchy (cgroup v2), where the kernel accounts a desktop's
+    processes' work together (``vm_pool.sandbox.activity``): the host's cgroupfs on a v2 host,
+    the one mounted beside v1 on a hybrid host; None on cgroup v1 alone."""
+    for root in (CGROUP_ROOT, UNIFIED):
+        if (root / "cgroup.controllers").exists():
+            return root
+    return None
+
+
 def cgroup_dirs(display: int) -> list[Path]:
-    """The cgroup directories that hold one desktop (memory and pids; v1 or v2). They are the
-    host's, so they are named after the desktop's display, which is the host's too (its X lock
-    file), as its uid is: two deployments or test runs on one host never share one."""
-    name = f"tandem-display-{display}"
-    if (CGROUP_ROOT / "cgroup.controllers").exists():
+    """The cgroup directories that hold one desktop (memory and pids; v1 or v2)."""
+    name = _cgroup_name(display)
+    accounting = accounting_root()
+    if accounting == CGROUP_ROOT:
         return [CGROUP_ROOT / "tandem" / name]
     dirs = []
     for controller in ("memory", "pids"):
         own = _own_cgroup(controller)
         if own is not None and (CGROUP_ROOT / controller).is_dir():
             dirs.append(CGROUP_ROOT / controller / own.lstrip("/") / name)
-    if dirs and (UNIFIED / "cgroup.controllers").exists():
-        dirs.append(UNIFIED / "tandem" / name)  # no limits: its accounting (``activity``)
+    if dirs and accounting is not None:
+        dirs.append(accounting / "tandem" / name)  # no limits: its accounting (``activity``)
     return dirs
 
 
 def activity_cgroup(display: int) -> Path | None:
-    """The desktop's cgroup of the unified hierarchy (v2), where the kernel accounts its
-    processes' work together (``vm_pool.sandbox.activity``); None on cgroup v1 alone."""
-    name = f"tandem-display-{display}"
-    for directory in (CGROUP_ROOT / "tandem" / name, UNIFIED / "tandem" / name):
-        if directory.is_dir():
-            return directory
-    return None
+    """The desktop's cgroup of the unified hierarchy (``accounting_root``); None where there is
+    none (cgroup v1 alone, or the desktop is not running)."""
+    root = accounting_root()
+    if root is None:
+        return None
+    directory = root / "tandem" / _cgroup_name(display)
+    return directory if directory.is_dir() else None
 
 
 def make_cgroups(display: int, limits: SandboxLimits) -> list[Path]:
@@ -71,7 +87,7 @@ def make_cgroups(display: int, limits: SandboxLimits) -> list[Path]:
     if not dirs:
         raise DesktopError("no memory or pids cgroup to limit the desktop with")
     try:
-        if (CGROUP_ROOT / "cgroup.controllers").exists():
+        if accounting_root() == CGROUP_ROOT:
             parent = dirs[0].parent
             parent.mkdir(exist_ok=True)
             (CGROUP_ROOT / "cgroup.subtree_control").write_text("+memory +pids")

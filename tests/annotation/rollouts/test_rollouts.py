@@ -108,22 +108,63 @@ def answer(body: dict[str, Any]) -> Reply:
     return Reply.text(script[min(step, len(script) - 1)])
 
 
+def celery_worker(name: str, queues: list[str], beat: Path | None = None) -> list[str]:
+    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", ",".join(queues), "-n", name]
+    command += ["-l", "INFO", "--pool", "threads", "-c", "8", "--without-gossip"]
+    command += ["--without-mingle", *(["-B", "-s", str(beat)] if beat is not None else [])]
+    return command
+
+
 @contextmanager
 def rollout_worker(host: str, beat: Path, **env: str):
+    """The host's worker, its rollouts' and batches' too, as ``deploy/dev.sh`` runs it: eight
+    threads, and a pool for their jobs and the rollouts' heartbeats."""
     name = f"{host}@rollouts"
-    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q"]
-    command += [f"{host_queue(host)},{rollout_queue(host)},default", "-n", name, "-l", "INFO"]
-    command += ["--pool", "threads", "-c", "8", "--without-gossip", "--without-mingle"]
-    command += ["-B", "-s", str(beat)]
-
-    def ready() -> bool:
-        return worker_answers(REDIS, name)
-
-    # As deploy/dev.sh runs the host's worker: eight threads, and a pool for their jobs and
-    # the rollouts' heartbeats.
+    command = celery_worker(name, [host_queue(host), rollout_queue(host), "default"], beat)
     env = {**service_env(host, REDIS, REDIS), "TANDEM_DB_POOL_MAX": "16", **env}
-    with running(command, env, ready, 60) as process:
+    with running(command, env, lambda: worker_answers(REDIS, name), 60) as process:
         yield process
+
+
+# A rollouts worker as compose runs it: no engine socket (its URL leads nowhere) and not the
+# privilege the evaluation jail needs (CAP_SYS_ADMIN is out of its bounding set, so the celery
+# it execs holds it in no set).
+UNPRIVILEGED = ["setpriv", "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin", "--"]
+NO_ENGINE = "unix:///nonexistent/engine.sock"
+SYS_ADMIN = 1 << 21  # the bit of CAP_SYS_ADMIN in /proc/<pid>/status's capability masks
+
+
+@contextmanager
+def workers_apart(host: str, beat: Path, **env: str):
+    """Compose's split: the desktop worker (its desktops, evaluations and batches) and a worker
+    of the host's rollouts alone, unprivileged (``UNPRIVILEGED``). Yields the latter."""
+    desktops, rollouts = f"{host}@desktops", f"{host}@rollouts"
+    env = {**service_env(host, REDIS, REDIS), "TANDEM_DB_POOL_MAX": "16", **env}
+    apart = {**env, "TANDEM_DOCKER_URL": NO_ENGINE}
+    with (
+        running(
+            celery_worker(desktops, [host_queue(host), "default"], beat),
+            env,
+            lambda: worker_answers(REDIS, desktops),
+            60,
+        ),
+        running(
+            UNPRIVILEGED + celery_worker(rollouts, [rollout_queue(host)]),
+            apart,
+            lambda: worker_answers(REDIS, rollouts),
+            60,
+        ) as process,
+    ):
+        yield process
+
+
+def capabilities(pid: int) -> int:
+    """The process's effective and permitted capabilities, together."""
+    masks = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(("CapEff:", "CapPrm:", "CapBnd:")):
+            masks |= int(line.split()[1], 16)
+    return masks
 
 
 @pytest.fixture
@@ -237,8 +278,12 @@ def load(export: DatasetExport) -> datasets.Dataset:
 def test_a_batch_of_twenty_rollouts_stops_judges_and_routes_each_as_its_trajectory_deserves(
     demo, host
 ):
+    """With compose's split of workers: the rollouts run in a worker that holds neither the
+    engine's socket nor the evaluation jail's privilege; their evaluations, the desktops' resets
+    and the batch's dispatch run on the desktop worker."""
     project, version, model, env, beat = demo
-    with rollout_worker(host, beat, **env):
+    with workers_apart(host, beat, **env) as rollouts:
+        assert not capabilities(rollouts.pid) & SYS_ADMIN
         batch = finished(batch_of(project, version, samples=5))
 
     assert batch.status == BatchStatus.SUCCEEDED and batch.progress == 1.0
