@@ -342,6 +342,16 @@ def holds_desktop(desktop_id: int, user: Any, generation: int) -> bool:
     ).exists()
 
 
+def held_when_read(desktop: Desktop, user_id: int, generation: int) -> bool:
+    """``holds_desktop`` of a desktop row just read: as current as a query of its own would be
+    at the moment of that read, without one."""
+    return (
+        desktop.status == DesktopStatus.LEASED
+        and desktop.leased_by_id == user_id
+        and desktop.generation == generation
+    )
+
+
 def renew_desktop_lease(
     desktop_id: int,
     user: Any,

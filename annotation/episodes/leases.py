@@ -31,7 +31,7 @@ from annotation.episodes.ownership import (
     DesktopNotOwned,
     EpisodeError,
     desktop_lease_seconds,
-    owns_desktop,
+    owned_when_read,
 )
 from annotation.job_names import CHECK_QUALITY, QUEUES
 from annotation.models import (
@@ -114,8 +114,8 @@ def heartbeat(episode_id: int, user: User) -> None:
 
 def refuse_without_desktop(episode_id: int) -> None:
     """A running episode whose desktop is no longer its own ends, and its decision is refused."""
-    episode = Episode.objects.get(pk=episode_id)
-    if episode.ended_at is None and not owns_desktop(episode):
+    episode = Episode.objects.select_related("desktop").get(pk=episode_id)
+    if episode.ended_at is None and not owned_when_read(episode):
         end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, DESKTOP_LOST)
         raise DesktopNotOwned(f"Episode {episode.pk} ended: {DESKTOP_LOST}.")
 

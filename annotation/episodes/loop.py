@@ -37,7 +37,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from annotation.episodes import decision_rules, demonstrations, observations, replay
@@ -47,6 +47,7 @@ from annotation.episodes.ownership import (
     DESKTOP_LOST,
     EpisodeError,
     desktop_lease_seconds,
+    owned_when_read,
     owns_desktop,
 )
 from annotation.episodes.setup import SETUP_ERRORS, keep_setup_log, set_up
@@ -204,8 +205,14 @@ def decide(
             unpause(episode)
         if demonstrations.open_demonstration(episode) is not None:
             raise EpisodeError("You are driving the desktop: hand back before deciding a step.")
-        step = episode.steps.filter(index=step_index).select_related("observation").first()
-        latest = episode.steps.order_by("-index").values_list("index", flat=True).first()
+        # The open step is the latest: one query reads it in the common case.
+        last = episode.steps.select_related("observation").order_by("-index").first()
+        latest = last.index if last is not None else None
+        step = (
+            last
+            if latest == step_index
+            else episode.steps.filter(index=step_index).select_related("observation").first()
+        )
         final_thought, final_action, chosen = _final_step(
             episode, step, decision, proposal_rank, thought, action
         )
@@ -306,18 +313,27 @@ def _final_step(
 # --- executing -----------------------------------------------------------------------------
 
 
+NEXT = OuterRef("index") + 1  # the index of the step after the outer query's
+
+
 def execute_step(step_id: int) -> None:
     """On the desktop's host: run a decided step's final action, observe, open the next step."""
     # The step is decided: what its action changes on the screen is no re-observation.
     watch.watcher.stop(step_id)
-    step = Step.objects.select_related("episode__task", "episode__desktop").get(pk=step_id)
+    # One statement reads the step, its episode, task and desktop, and whether a next step is
+    # open already.
+    step = (
+        Step.objects.select_related("episode__task", "episode__desktop")
+        .annotate(done=Exists(Step.objects.filter(episode=OuterRef("episode"), index=NEXT)))
+        .get(pk=step_id)
+    )
     episode = step.episode
-    if episode.ended_at is not None or episode.steps.filter(index=step.index + 1).exists():
+    if episode.ended_at is not None or step.done:
         return  # already done (a retried job) or over
     if episode.desktop is None or step.final_action is None:
         end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, f"step {step.index} cannot run")
         return
-    if not owns_desktop(episode):  # never act on a desktop that may be someone else's now
+    if not owned_when_read(episode):  # never act on a desktop that may be someone else's now
         end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, DESKTOP_LOST)
         return
     if not _take_execution(step):
@@ -336,7 +352,7 @@ def execute_step(step_id: int) -> None:
         store_screenshot(observation.png)
         end_episode(episode.pk, EpisodeOutcome.MAX_STEPS, f"reached {episode.task.max_steps} steps")
         return
-    observations.store(episode.pk, step.index + 1, observation, control)
+    observations.store(episode.pk, step.index + 1, observation, control, after=step)
 
 
 def _take_execution(step: Step) -> bool:

@@ -34,6 +34,7 @@ from annotation.models import Demonstration, Episode, Proposal, Step
 from backend.celery import send_after_commit
 from vm_pool.actions import meant_to_change_screen
 from vm_pool.desktop import Observation
+from vm_pool.models import Screenshot
 from vm_pool.sandbox import activity as activity_rules
 from vm_pool.sandbox.activity import DesktopActivity
 from vm_pool.screen import watch as screen_watch
@@ -46,8 +47,15 @@ MAX_REOBSERVED = 3
 
 
 def store(
-    episode_id: int, index: int, observation: Observation, control: Any = None
+    episode_id: int,
+    index: int,
+    observation: Observation,
+    control: Any = None,
+    after: Step | None = None,
 ) -> Step | None:
+    """Open step ``index`` of the episode on ``observation`` (unless the episode ended or the
+    step is open already); ``after`` is the decided step whose action led to this screen, where
+    the caller has read it (it is read here otherwise)."""
     screenshot = store_screenshot(observation.png)
     with transaction.atomic():
         episode = Episode.objects.select_for_update().get(pk=episode_id)
@@ -59,20 +67,23 @@ def store(
         # starts from the observation's frame, so what changes meanwhile is still a change.
         if control is not None and hasattr(control, "grab_frame"):
             transaction.on_commit(lambda: _watch(step.pk, control, observation))
-        transaction.on_commit(lambda: _flag_no_effect(episode, index - 1, observation.png))
+        transaction.on_commit(
+            lambda: _flag_no_effect(episode, index - 1, screenshot, observation.png, after)
+        )
     return step
 
 
-def _flag_no_effect(episode: Episode, index: int, png_after: bytes) -> None:
+def _flag_no_effect(
+    episode: Episode, index: int, screenshot: Screenshot, png_after: bytes, before: Step | None
+) -> None:
     """Flag the step before when its action left its screen as it was (see the module)."""
-    before = (
-        episode.steps.filter(index=index, decided_at__isnull=False)
-        .select_related("observation")
-        .first()
-    )
-    if before is None or not before.final_action:
+    if before is None and index >= 1:
+        decided = episode.steps.filter(index=index, decided_at__isnull=False)
+        before = decided.select_related("observation").first()
+    if before is None or not before.final_action or not meant_to_change_screen(before.final_action):
         return
-    if meant_to_change_screen(before.final_action) and same_screen(
+    # The same bytes are the same screen (screenshots are stored by their digest).
+    if before.observation_id == screenshot.pk or same_screen(
         screenshot_png(before.observation), png_after
     ):
         Step.objects.filter(pk=before.pk).update(no_visible_effect=True)

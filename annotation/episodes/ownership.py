@@ -44,3 +44,11 @@ def owns_desktop(episode: Episode) -> bool:
     if episode.desktop_id is None or episode.desktop_generation is None:
         return False
     return pool.holds_desktop(episode.desktop_id, episode.annotator_id, episode.desktop_generation)
+
+
+def owned_when_read(episode: Episode) -> bool:
+    """``owns_desktop`` from the desktop row read in the same statement as the episode
+    (``select_related("desktop")``): as current as a query of its own at that moment."""
+    if episode.desktop is None or episode.desktop_generation is None:
+        return False
+    return pool.held_when_read(episode.desktop, episode.annotator_id, episode.desktop_generation)

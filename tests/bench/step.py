@@ -19,10 +19,11 @@ Episodes start the real way (``episodes.start_episode`` leases a ready desktop, 
 ``prepare_episode``). One episode alone gives ``step_overhead_p50_ms``/``p95_ms``; then eight
 threads each drive their own episode at once (``step_overhead_p95_ms_8_episodes``).
 
-Where the time goes: after the worker has stopped, the same click is run on one desktop through
-``X11Controller`` in this process, and its settle wait (``step_settle_ms_p50``) and the PNG
-encoding of the settled frame (``step_encode_ms_p50``) are timed alone; the rest of a step is
-the queue, PostgreSQL and storage.
+Where the time goes: ``episodes.decide()`` alone, the web side's part (``step_decide_ms_p50``,
+and with eight episodes at once); after the worker has stopped, the same click is run on one
+desktop through ``X11Controller`` in this process, and its settle wait (``step_settle_ms_p50``)
+and the PNG encoding of the settled frame (``step_encode_ms_p50``) are timed alone; the rest of
+a step is the queue, PostgreSQL and storage.
 """
 
 import base64
@@ -227,8 +228,9 @@ def _why_no_step(episode_id: int, index: int) -> str:
 
 def _drive(
     requests: ProposalRequests, episode_id: int, user: Any, warmup: int, timed: int
-) -> list[float]:
-    """Decide ``warmup + timed`` steps of one episode, one after the other; the timed ms."""
+) -> tuple[list[float], list[float]]:
+    """Decide ``warmup + timed`` steps of one episode, one after the other: the timed steps'
+    ms, and the ms of their ``decide()`` calls alone (the web side's part)."""
     from annotation.episodes import loop as episodes
     from annotation.models import Step
 
@@ -237,23 +239,27 @@ def _drive(
         .order_by("-index")
         .values_list("index", flat=True)[0]
     )
-    times = []
+    times, deciding = [], []
     for n in range(warmup + timed):
         started = time.perf_counter()
         episodes.decide(
             episode_id, user, index, "corrected", thought="Click the empty desktop.", action=CLICK
         )
+        decided = time.perf_counter()
         requested = requests.wait(episode_id, index + 1)
         if n >= warmup:
             times.append((requested - started) * 1000)
+            deciding.append((decided - started) * 1000)
         index += 1
-    return times
+    return times, deciding
 
 
-def _drive_many(requests: ProposalRequests, episodes_of: list[tuple[int, Any]]) -> list[float]:
+def _drive_many(
+    requests: ProposalRequests, episodes_of: list[tuple[int, Any]]
+) -> tuple[list[float], list[float]]:
     from django.db import connection
 
-    results: list[list[float]] = [[] for _ in episodes_of]
+    results: list[tuple[list[float], list[float]]] = [([], []) for _ in episodes_of]
     errors: list[BaseException] = []
     go = threading.Barrier(len(episodes_of))
 
@@ -276,7 +282,7 @@ def _drive_many(requests: ProposalRequests, episodes_of: list[tuple[int, Any]]) 
         thread.join()
     if errors:
         raise errors[0]
-    return [t for times in results for t in times]
+    return [t for times, _ in results for t in times], [t for _, ds in results for t in ds]
 
 
 def _start_desktops(template: Any, host: str, count: int) -> list[Any]:
@@ -360,8 +366,12 @@ def run() -> dict[str, float | int]:
                     try:
                         for episode_id in episode_ids:  # each episode's first observation
                             requests.wait(episode_id, 1)
-                        solo = _drive(requests, episode_ids[0], users[0], SOLO_WARMUP, SOLO_TIMED)
-                        many = _drive_many(requests, list(zip(episode_ids, users, strict=True)))
+                        solo, solo_decide = _drive(
+                            requests, episode_ids[0], users[0], SOLO_WARMUP, SOLO_TIMED
+                        )
+                        many, many_decide = _drive_many(
+                            requests, list(zip(episode_ids, users, strict=True))
+                        )
                     finally:
                         requests.close()
                 assert Step.objects.filter(episode_id__in=episode_ids).count() == (
@@ -371,6 +381,8 @@ def run() -> dict[str, float | int]:
                 results["step_overhead_p95_ms"] = round(_percentile(solo, 0.95), 1)
                 results["step_overhead_p50_ms_8_episodes"] = round(statistics.median(many), 1)
                 results["step_overhead_p95_ms_8_episodes"] = round(_percentile(many, 0.95), 1)
+                results["step_decide_ms_p50"] = round(statistics.median(solo_decide), 1)
+                results["step_decide_ms_p50_8_episodes"] = round(statistics.median(many_decide), 1)
                 settle_ms, encode_ms = _split(f":{desktops[0].display}")
                 results["step_settle_ms_p50"] = round(settle_ms, 1)
                 results["step_encode_ms_p50"] = round(encode_ms, 1)

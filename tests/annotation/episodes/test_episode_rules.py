@@ -4,12 +4,14 @@ Jobs the loop queues are sent after commit; these tests run inside a transaction
 rolled back, so nothing is sent and the rules are seen on their own.
 """
 
+import io
 import threading
 from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.utils import timezone
+from PIL import Image
 
 from annotation import jobs
 from annotation.datasets import pairs
@@ -322,20 +324,34 @@ def test_a_step_whose_action_left_its_screen_as_it_was_is_flagged_and_an_export_
     episode, step, ann = open_episode
     typed = {"type": "type", "content": "Hello from Tandem"}
     waited = {"type": "wait"}
+    click = {"type": "click", "point": [640, 400]}
+    same, other = solid_png(1280, 800), solid_png(1280, 800, (200, 90, 40))
+    buffer = io.BytesIO()
+    Image.open(io.BytesIO(same)).save(buffer, "PNG", compress_level=1)
+    reencoded = buffer.getvalue()  # the same picture in other bytes
+    assert reencoded != same
     with django_capture_on_commit_callbacks(execute=True):
         episodes.decide(episode.pk, ann, 1, Decision.CORRECTED, thought="Type it.", action=typed)
-        # The screen after it is the screen it was decided on: the keys went nowhere.
-        second = observations.store(episode.pk, 2, Observation(solid_png(1280, 800), SCREEN))
+        # The screen after it is the screen it was decided on: the keys went nowhere. The
+        # host passes the step it ran (``after``), as ``execute_step`` does.
+        ran = Step.objects.get(pk=step.pk)
+        second = observations.store(episode.pk, 2, Observation(same, SCREEN), after=ran)
         episodes.decide(episode.pk, ann, 2, Decision.CORRECTED, thought="Wait.", action=waited)
-        observations.store(episode.pk, 3, Observation(solid_png(1280, 800), SCREEN))
-    assert Step.objects.get(pk=step.pk).no_visible_effect
-    assert second is not None
-    assert not Step.objects.get(pk=second.pk).no_visible_effect  # waiting changes nothing by design
+        third = observations.store(episode.pk, 3, Observation(same, SCREEN))
+        episodes.decide(episode.pk, ann, 3, Decision.CORRECTED, thought="Click.", action=click)
+        fourth = observations.store(episode.pk, 4, Observation(reencoded, SCREEN))
+        episodes.decide(episode.pk, ann, 4, Decision.CORRECTED, thought="Click.", action=click)
+        ran = Step.objects.get(pk=fourth.pk)
+        observations.store(episode.pk, 5, Observation(other, SCREEN), after=ran)
+    assert second is not None and third is not None and fourth is not None
+    flagged = dict(Step.objects.filter(episode=episode).values_list("index", "no_visible_effect"))
+    # Waiting changes nothing by design; the last click changed the screen.
+    assert flagged == {1: True, 2: False, 3: True, 4: False, 5: False}
 
     end_episode(episode.pk, EpisodeOutcome.FINISHED, "done")
     kept = pairs.Filters(project_id=episode.task.project_id)
     dropped = pairs.Filters(project_id=episode.task.project_id, drop_no_visible_effect=True)
     tally = pairs.Tally()
-    assert [s.step_index for s in pairs.iter_samples(kept, "sft")] == [1, 2]
-    assert [s.step_index for s in pairs.iter_samples(dropped, "sft", tally=tally)] == [2]
-    assert tally.skipped[pairs.NO_VISIBLE_EFFECT] == 1
+    assert [s.step_index for s in pairs.iter_samples(kept, "sft")] == [1, 2, 3, 4]
+    assert [s.step_index for s in pairs.iter_samples(dropped, "sft", tally=tally)] == [2, 4]
+    assert tally.skipped[pairs.NO_VISIBLE_EFFECT] == 2
