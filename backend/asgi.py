@@ -1,6 +1,7 @@
 """ASGI entry point: HTTP through Django behind the request-body limits, WebSockets through
 Channels with session auth."""
 
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -24,3 +25,6 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+# Start-up's objects (modules, settings, the app) are left out of the collector's full passes:
+# they scan only what requests made since (see ``backend.celery.freeze_startup_objects``).
+gc.freeze()
