@@ -153,6 +153,8 @@ CHANNEL_LAYERS = {
 # Celery: Redis is the broker; job state that matters lives in PostgreSQL rows, not in results.
 CELERY_BROKER_URL = env("TANDEM_CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = env("TANDEM_CELERY_RESULT_BACKEND", REDIS_URL)
+# No job's return value is read, so none is stored (a key in Redis for a day, for every step).
+CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "annotation.jobs.propose_step": {"queue": "model"},
