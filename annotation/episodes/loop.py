@@ -313,18 +313,16 @@ def _final_step(
 # --- executing -----------------------------------------------------------------------------
 
 
-NEXT = OuterRef("index") + 1  # the index of the step after the outer query's
-
-
 def execute_step(step_id: int) -> None:
     """On the desktop's host: run a decided step's final action, observe, open the next step."""
     # The step is decided: what its action changes on the screen is no re-observation.
     watch.watcher.stop(step_id)
-    # One statement reads the step, its episode, task and desktop, and whether a next step is
-    # open already.
+    # One statement reads the step, its episode, task and desktop, and whether the step after
+    # it is open already.
+    following = Step.objects.filter(episode=OuterRef("episode"), index=OuterRef("index") + 1)
     step = (
         Step.objects.select_related("episode__task", "episode__desktop")
-        .annotate(done=Exists(Step.objects.filter(episode=OuterRef("episode"), index=NEXT)))
+        .annotate(done=Exists(following))
         .get(pk=step_id)
     )
     episode = step.episode
