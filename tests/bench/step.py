@@ -184,16 +184,31 @@ class ProposalRequests:
         self._arrived.put(None)
 
     def _dispatch(self) -> None:
+        """Hand each arrival to its episode's waiter. The jobs that arrived meanwhile are looked
+        up in one query: this process's queries compete with the deciding threads for its
+        interpreter lock, and eight steps at once arrive together."""
         from django.db import connection
 
         from annotation.models import Step
 
         try:
-            while (item := self._arrived.get()) is not None:
-                arrived, step_id = item
-                episode_id, index = Step.objects.values_list("episode_id", "index").get(pk=step_id)
-                if episode_id in self._by_episode:
-                    self._by_episode[episode_id].put((index, arrived))
+            while (first := self._arrived.get()) is not None:
+                arrivals, done = [first], False
+                while not self._arrived.empty():
+                    item = self._arrived.get_nowait()
+                    if item is None:
+                        done = True
+                        break
+                    arrivals.append(item)
+                ids = [step_id for _, step_id in arrivals]
+                steps = Step.objects.filter(pk__in=ids).values_list("pk", "episode_id", "index")
+                found = {pk: (episode_id, index) for pk, episode_id, index in steps}
+                for arrived, step_id in arrivals:
+                    episode_id, index = found[step_id]
+                    if episode_id in self._by_episode:
+                        self._by_episode[episode_id].put((index, arrived))
+                if done:
+                    break
         finally:
             connection.close()
 
