@@ -193,21 +193,18 @@ class ProposalRequests:
 
         try:
             while (first := self._arrived.get()) is not None:
-                arrivals, done = [first], False
-                while not self._arrived.empty():
-                    item = self._arrived.get_nowait()
-                    if item is None:
-                        done = True
-                        break
-                    arrivals.append(item)
-                ids = [step_id for _, step_id in arrivals]
+                arrivals = [first]
+                while not self._arrived.empty() and arrivals[-1] is not None:
+                    arrivals.append(self._arrived.get_nowait())
+                taken = [item for item in arrivals if item is not None]
+                ids = [step_id for _, step_id in taken]
                 steps = Step.objects.filter(pk__in=ids).values_list("pk", "episode_id", "index")
                 found = {pk: (episode_id, index) for pk, episode_id, index in steps}
-                for arrived, step_id in arrivals:
+                for arrived, step_id in taken:
                     episode_id, index = found[step_id]
                     if episode_id in self._by_episode:
                         self._by_episode[episode_id].put((index, arrived))
-                if done:
+                if arrivals[-1] is None:
                     break
         finally:
             connection.close()

@@ -159,7 +159,7 @@ def workers_apart(host: str, beat: Path, **env: str):
 
 
 def capabilities(pid: int) -> int:
-    """The process's effective and permitted capabilities, together."""
+    """The process's effective, permitted and bounding capability sets, together."""
     masks = 0
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(("CapEff:", "CapPrm:", "CapBnd:")):
