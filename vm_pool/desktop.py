@@ -92,11 +92,6 @@ class Observation:
     # The raw frame the PNG was made from, where it was grabbed in this process: watching the
     # screen afterwards compares with it (``vm_pool.screen.watch``).
     frame: Any = None
-    # What ended a quiet wait for it (``annotation.episodes.observations.settled_quietly``):
-    # "quiet" (the screen stayed the same for the quiet period), "idle" (nothing drawn, and
-    # nothing on the desktop at work to draw a reaction), "limit" (still changing at the time
-    # limit); "" where no such wait was made.
-    quiet_ended: str = ""
 
 
 @dataclass(frozen=True)

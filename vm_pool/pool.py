@@ -335,21 +335,21 @@ def lease_desktop(
     return desktop
 
 
-def holds_desktop(desktop_id: int, user: Any, generation: int) -> bool:
-    """Is the desktop still leased to ``user`` at ``generation`` (not reset since)?"""
-    return Desktop.objects.filter(
-        pk=desktop_id, status=DesktopStatus.LEASED, leased_by=user, generation=generation
-    ).exists()
+def _held_by(user_id: int, generation: int) -> dict[str, Any]:
+    """What a desktop row holds while it is leased to ``user_id`` at ``generation`` (not reset
+    since): the one rule both checks below apply, to a query and to a row just read."""
+    return {"status": DesktopStatus.LEASED, "leased_by_id": user_id, "generation": generation}
+
+
+def holds_desktop(desktop_id: int, user_id: int, generation: int) -> bool:
+    """Is the desktop still leased to ``user_id`` at ``generation`` (not reset since)?"""
+    return Desktop.objects.filter(pk=desktop_id, **_held_by(user_id, generation)).exists()
 
 
 def held_when_read(desktop: Desktop, user_id: int, generation: int) -> bool:
     """``holds_desktop`` of a desktop row just read: as current as a query of its own would be
     at the moment of that read, without one."""
-    return (
-        desktop.status == DesktopStatus.LEASED
-        and desktop.leased_by_id == user_id
-        and desktop.generation == generation
-    )
+    return all(getattr(desktop, f) == v for f, v in _held_by(user_id, generation).items())
 
 
 def renew_desktop_lease(

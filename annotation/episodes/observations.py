@@ -201,13 +201,24 @@ def ask_model(step_id: int) -> None:
     send_after_commit(PROPOSE_STEP, [step_id], QUEUES[PROPOSE_STEP])
 
 
+@dataclasses.dataclass(frozen=True)
+class QuietScreen:
+    """A screen observed once it stayed quiet, and what ended the wait for it: ``"quiet"`` (it
+    stayed the same for the quiet period), ``"idle"`` (nothing drawn, and nothing on the desktop
+    at work to draw a reaction), ``"limit"`` (still changing at the time limit), ``""`` (no wait
+    was asked for)."""
+
+    observation: Observation
+    ended: str
+
+
 def settled_quietly(
     control: Any,
     quiet_ms: float,
     limit_s: float = 5.0,
     reaction_ms: float | None = None,
     until_idle: bool = False,
-) -> Observation:
+) -> QuietScreen:
     """The settled screen, once it also stayed the same (give or take a blinking caret) for
     ``quiet_ms``, at most ``limit_s`` in all. A program that reacts late (a dialog closing, and
     its file written, half a second after the key that confirmed it) changes the screen after a
@@ -222,7 +233,7 @@ def settled_quietly(
     its score is a label, and a program's own timer is not seen as work). A screen on which
     nothing was drawn since its frame is the same without a look at it. Elsewhere the quiet
     period counts from the settled frame, and lasts until ``reaction_ms`` after the call at
-    least. The observation says what ended the wait (``Observation.quiet_ended``)."""
+    least. What ended the wait comes with the screen (``QuietScreen``)."""
     reaction_ms = quiet_ms if reaction_ms is None else max(quiet_ms, reaction_ms)
     activity = _activity(control) if until_idle else None
     if activity is not None:
@@ -241,27 +252,22 @@ def settled_quietly(
                 and _idle_before_a_drawing(reports, first_drawing_by, activity)
                 and _nothing_drawn(reports)
             ):
-                return _ended(observation, "idle")  # nothing drawn, nothing at work to draw
+                return QuietScreen(observation, "idle")  # nothing drawn, nothing at work to draw
             until = max(started, reports.drawn_at) + quiet_ms / 1000
         time.sleep(max(0.0, min(until, deadline) - time.monotonic()))
         if reports is not None and _nothing_drawn(reports):
-            return _ended(observation, "quiet")
+            return QuietScreen(observation, "quiet")
         # A glance, not a settle: a screen still the same is the answer at once (a settle
         # would wait its minimum again); one that changed is settled before it is watched.
         again = control.observe(settle=False)
         if same_screen(observation.png, again.png):
-            return _ended(observation, "quiet")
+            return QuietScreen(observation, "quiet")
         started = time.monotonic()
         observation = control.observe(settle=True)
-    return _ended(observation, "limit" if quiet_ms > 0 else "")
+    return QuietScreen(observation, "limit" if quiet_ms > 0 else "")
 
 
-def _ended(observation: Observation, why: str) -> Observation:
-    """The observation with what ended the quiet wait for it (``Observation.quiet_ended``)."""
-    return dataclasses.replace(observation, quiet_ended=why)
-
-
-def after_an_unattended_action(control: Any) -> Observation:
+def after_an_unattended_action(control: Any) -> QuietScreen:
     """The screen a run without a person (a rollout, a replay) takes after an action: settled
     quietly with the rollouts' quiet period and reaction time (``TANDEM_ROLLOUT_QUIET_MS``,
     ``TANDEM_ROLLOUT_REACTION_MS``), the wait for a reaction ending once the desktop is idle."""

@@ -87,7 +87,7 @@ def replay(episode: Episode, control: Any, observation: Observation) -> None:
         if position > 0:
             try:
                 control.execute(Action.from_json(recorded[position - 1].final_action))
-                observation = observations.after_an_unattended_action(control)
+                observation = observations.after_an_unattended_action(control).observation
             except (pool.DesktopError, InvalidAction) as error:
                 reason = f"the replay failed at step {recorded[position - 1].index}: {error}"
                 end_episode(episode.pk, EpisodeOutcome.ENV_FAILED, reason)

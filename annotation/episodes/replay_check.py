@@ -135,7 +135,7 @@ def replay_steps(
     record: dict[str, Any] = {"tolerance": allowed, "steps": []}
     try:
         run_setup(control, setup)
-        screen = observations.after_an_unattended_action(control)
+        screen = observations.after_an_unattended_action(control).observation
         for position, step in enumerate(steps):
             if position > 0:
                 began = time.monotonic()
@@ -143,7 +143,7 @@ def replay_steps(
                 # The person's next screen was taken this long after the action began.
                 pace = min(step.pace_s, MAX_PACE_S)
                 time.sleep(max(0.0, pace - (time.monotonic() - began)))
-                screen = observations.after_an_unattended_action(control)
+                screen = observations.after_an_unattended_action(control).observation
             difference = screen_difference(screen.png, step.png)
             record["steps"].append({"step": step.index, "difference": round(difference, 6)})
             if difference > allowed:

@@ -133,7 +133,7 @@ class Run:
             connection.close()  # not held while the desktop acts and settles
             try:
                 control.execute(action)
-                after = observations.after_an_unattended_action(control)
+                after = observations.after_an_unattended_action(control).observation
             except (pool.DesktopError, InvalidAction) as error:
                 return self.end(EpisodeOutcome.ENV_FAILED, "env_failed", f"step {index}: {error}")
             if not owns_desktop(episode):

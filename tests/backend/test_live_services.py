@@ -26,6 +26,7 @@ from backend.celery import app as celery_app
 from tests.e2e.workspace import eventually
 from tests.support.services import (
     BIN,
+    celery_worker,
     child_env,
     free_port,
     port_open,
@@ -111,9 +112,8 @@ def test_celery_worker_returns_lapsed_leases(make_user, project):
     )
     # A queue of the test's own, so that no other worker on this machine takes the job.
     queue_name = f"test-{uuid.uuid4().hex[:8]}"
-    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", queue_name, "--pool", "solo"]
     worker_name = f"{queue_name}@{socket.gethostname()}"
-    command += ["-n", worker_name, "--without-gossip", "--without-mingle"]
+    command = celery_worker(worker_name, queue_name)
 
     def worker_ready() -> bool:
         return bool(celery_app.control.ping(destination=[worker_name], timeout=0.5))
@@ -138,8 +138,7 @@ def test_a_worker_of_another_instance_on_the_same_redis_never_takes_this_instanc
     )
     queue_name, other = f"test-{uuid.uuid4().hex[:8]}", f"other-{uuid.uuid4().hex[:8]}"
     name = f"{queue_name}@{socket.gethostname()}"
-    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", queue_name, "--pool", "solo"]
-    command += ["-n", name, "--without-gossip", "--without-mingle"]
+    command = celery_worker(name, queue_name)
     broker = settings.CELERY_BROKER_URL
     waiting = f"{settings.INSTANCE_KEY_PREFIX}{queue_name}"
 

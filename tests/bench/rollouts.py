@@ -94,7 +94,11 @@ def _rollout_workers(
     """The host's rollout workers, ``processes`` of them sharing ``DESKTOPS`` threads; their pids.
     Each writes what it grabbed to ``counts`` at its shutdown, when the block ends."""
     from tests.bench.step import BENCH_REDIS
-    from tests.support.services import BIN, running, worker_answers  # here: needs the settings
+    from tests.support.services import (  # here: needs the settings
+        celery_worker,
+        running,
+        worker_answers,
+    )
     from vm_pool.models import rollout_queue  # here: after _measure has set Django up
 
     threads = -(-DESKTOPS // processes)
@@ -102,10 +106,10 @@ def _rollout_workers(
         pids = []
         for n in range(processes):
             name = f"rollouts{n}@{host}"
-            command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", rollout_queue(host),
-                       "-n", name, "--pool", "threads", "-c", str(threads), "-l", "INFO",
-                       "--without-gossip", "--without-mingle", "--include",
-                       "tests.bench.worker_counts"]  # fmt: skip
+            command = celery_worker(
+                name, rollout_queue(host), "threads", threads, None,
+                "--include", "tests.bench.worker_counts",
+            )  # fmt: skip
             child = {
                 **env,
                 "TANDEM_DB_POOL_MAX": str(threads * 2),  # the runs and their heartbeats

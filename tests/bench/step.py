@@ -49,7 +49,7 @@ EPISODES = 8
 SOLO_WARMUP, SOLO_TIMED = 5, 60
 MANY_WARMUP, MANY_TIMED = 3, 20
 SPLIT_REPEATS = 20
-WORKER_POOL = ["--pool", "threads", "-c", "8"]  # as deploy/dev.sh runs the desktop host worker
+WORKER_THREADS = 8  # as deploy/dev.sh runs the desktop host worker
 CLICK = {"type": "click", "point": [1200, 760]}  # empty desktop, away from any window
 STEP_TIMEOUT_S = 30.0
 
@@ -104,11 +104,10 @@ def _bench_broker() -> Iterator[None]:
 
 
 def _worker_command(host: str, name: str) -> list[str]:
-    from tests.support.services import BIN
+    from tests.support.services import celery_worker
     from vm_pool.models import host_queue
 
-    return [str(BIN / "celery"), "-A", "backend", "worker", "-Q", host_queue(host), "-n", name,
-            "-l", "INFO", "--without-gossip", "--without-mingle", *WORKER_POOL]  # fmt: skip
+    return celery_worker(name, host_queue(host), "threads", WORKER_THREADS)
 
 
 def bench_worker_env(

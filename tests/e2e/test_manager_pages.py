@@ -36,7 +36,7 @@ from backend.accounts.roles import Role
 from tests.e2e.browser import accessibility_problems, chromium, sign_in
 from tests.e2e.manager_flow import check_manager_and_reviewer
 from tests.support.live import CSRF, TERMINAL, Socket, asgi, service_env, websockify, worker
-from tests.support.services import BIN, free_port, running, worker_answers
+from tests.support.services import celery_worker, free_port, running, worker_answers
 from vm_pool import pool
 from vm_pool.models import DesktopStatus, DesktopTemplate
 
@@ -49,8 +49,7 @@ pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 def export_worker(host: str):
     """A Celery worker of the ``exports`` queue on this suite's own broker."""
     name = f"{host}@exports"
-    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", "exports", "-n", name]
-    command += ["--pool", "threads", "-c", "2", "--without-gossip", "--without-mingle"]
+    command = celery_worker(name, "exports", "threads", 2)
 
     def ready() -> bool:
         return worker_answers(BROKER, name)

@@ -33,7 +33,15 @@ from tests.e2e.browser import accessibility_problems, chromium, sign_in
 from tests.support.export_data import make_episodes
 from tests.support.fake_model_server import Reply, serving
 from tests.support.finetune_data import built_export
-from tests.support.services import BIN, child_env, free_port, port_open, running, worker_answers
+from tests.support.services import (
+    BIN,
+    celery_worker,
+    child_env,
+    free_port,
+    port_open,
+    running,
+    worker_answers,
+)
 
 # Redis databases of this suite alone, so that it can run beside the other live suites.
 BROKER, CHANNELS = "redis://127.0.0.1:6379/6", "redis://127.0.0.1:6379/7"
@@ -52,8 +60,7 @@ def percent(rate: float | None) -> str:
 
 
 def worker(name: str, queues: str, pool: str, env: dict[str, str], broker: str = BROKER):
-    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", queues, "-n", name]
-    command += ["--pool", pool, "--without-gossip", "--without-mingle", "-l", "INFO"]
+    command = celery_worker(name, queues, pool)
 
     def ready() -> bool:
         return worker_answers(broker, name)

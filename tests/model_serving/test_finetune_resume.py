@@ -26,7 +26,7 @@ from model_serving.demo_model import save_demo_base
 from model_serving.models import FineTuneJob, ModelVersion
 from tests.support.export_data import make_episodes
 from tests.support.finetune_data import LORA, built_export
-from tests.support.services import BIN, child_env, running
+from tests.support.services import celery_worker, child_env, running
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -76,8 +76,7 @@ def test_a_job_whose_worker_is_killed_resumes_and_ends_with_the_uninterrupted_ad
     job_body, media, settings
 ):
     name = f"{QUEUE}@{socket.gethostname()}"
-    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", QUEUE, "-n", name]
-    command += ["--pool", "solo", "--without-gossip", "--without-mingle", "-l", "INFO"]
+    command = celery_worker(name, QUEUE)
     env = child_env(TANDEM_MEDIA_ROOT=str(media), TANDEM_HELD_OUT_SHARE="0")
 
     def ready() -> bool:

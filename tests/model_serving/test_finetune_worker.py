@@ -22,7 +22,7 @@ from model_serving.demo_model import save_demo_base
 from model_serving.models import FineTuneJob, ModelVersion
 from tests.support.export_data import make_episodes
 from tests.support.finetune_data import LORA, STEPS, built_export
-from tests.support.services import BIN, child_env, running
+from tests.support.services import celery_worker, child_env, running
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -48,8 +48,7 @@ def train_worker(django_db_setup, shared_media):
     """One worker for the module, as a GPU host runs it: the `train` queue only, one job at a
     time, on the test database."""
     name = f"{QUEUE}@{socket.gethostname()}"
-    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", QUEUE, "-n", name]
-    command += ["--pool", "solo", "--without-gossip", "--without-mingle", "-l", "INFO"]
+    command = celery_worker(name, QUEUE)
     env = child_env(TANDEM_MEDIA_ROOT=str(shared_media), TANDEM_HELD_OUT_SHARE="0")
 
     def ready() -> bool:

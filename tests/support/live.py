@@ -9,7 +9,7 @@ from pathlib import Path
 from django.conf import settings
 from websockets.sync.client import connect
 
-from tests.support.services import BIN, child_env, port_open, running, worker_answers
+from tests.support.services import BIN, celery_worker, child_env, port_open, running, worker_answers
 from vm_pool.models import host_queue, rollout_queue
 
 CSRF = "t" * 32
@@ -49,21 +49,7 @@ def worker(
     batches)."""
     name = f"{host}@loop"
     queues = ",".join(q for q in (host_queue(host), rollout_queue(host), "model", queues) if q)
-    command = [
-        str(BIN / "celery"),
-        "-A",
-        "backend",
-        "worker",
-        "-Q",
-        queues,
-        "-n",
-        name,
-        "-l",
-        "INFO",
-    ]
-    command += ["--pool", "threads", "-c", "4", "--without-gossip", "--without-mingle"]
-    if beat is not None:
-        command += ["-B", "-s", str(beat)]
+    command = celery_worker(name, queues, "threads", 4, beat)
 
     def ready() -> bool:
         return worker_answers(broker, name)

@@ -93,3 +93,25 @@ def port_open(port: int) -> Callable[[], bool]:
             return sock.connect_ex(("127.0.0.1", port)) == 0
 
     return check
+
+
+def celery_worker(
+    name: str,
+    queues: str | list[str],
+    pool: str = "solo",
+    threads: int | None = None,
+    beat: Path | None = None,
+    *more: str,
+) -> list[str]:
+    """The command line of a Celery worker of the platform named ``name`` on ``queues``, with
+    ``pool`` (``threads`` of them for a thread pool), logging at INFO, without gossip or
+    mingle (tests start workers that must not wait for each other); ``beat`` (a schedule file)
+    runs Celery beat in it; ``more`` goes at the end."""
+    queues = queues if isinstance(queues, str) else ",".join(queues)
+    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", queues, "-n", name]
+    command += ["-l", "INFO", "--pool", pool, "--without-gossip", "--without-mingle"]
+    if threads is not None:
+        command += ["-c", str(threads)]
+    if beat is not None:
+        command += ["-B", "-s", str(beat)]
+    return [*command, *more]

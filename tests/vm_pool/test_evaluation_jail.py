@@ -31,7 +31,7 @@ from annotation.models import Episode, EpisodeOutcome, EvaluationStatus, Task
 from backend.celery import app as celery_app
 from tests.annotation.episodes.test_chaos_episodes import ready, stepping
 from tests.support.hostile_files import ESCAPES, Hostile, hostile, same, zip_of
-from tests.support.services import BIN, child_env, running
+from tests.support.services import celery_worker, child_env, running
 from vm_pool import pool
 from vm_pool.evaluation import jail, scoring
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, TaskFile, host_queue
@@ -202,8 +202,7 @@ def host_worker(host: str) -> Iterator[subprocess.Popen]:
         TANDEM_EVALUATION_QUIET_MS="100",
     )
     name = f"{host}@jail"
-    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", host_queue(host), "-n", name]
-    command += ["--pool", "threads", "-c", "8", "--without-gossip", "--without-mingle"]
+    command = celery_worker(name, host_queue(host), "threads", 8)
 
     def ready() -> bool:
         return bool(celery_app.control.ping(destination=[name], timeout=0.5))

@@ -10,7 +10,7 @@ from django.conf import settings
 
 from backend.celery import app as celery_app
 from tests.support.desktops import sandbox_xvfb
-from tests.support.services import BIN, child_env, running
+from tests.support.services import celery_worker, child_env, running
 from vm_pool import pool
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, host_queue
 from vm_pool.providers.local import desktop_dir
@@ -27,8 +27,7 @@ def worker(host: str):
         TANDEM_DISPLAY_MAX=str(high),
     )
     name = f"{host}@tandem"
-    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", host_queue(host), "-n", name]
-    command += ["--pool", "solo", "--without-gossip", "--without-mingle"]
+    command = celery_worker(name, host_queue(host))
 
     def ready() -> bool:
         return bool(celery_app.control.ping(destination=[name], timeout=0.5))

@@ -7,7 +7,9 @@ network namespace; the platform reaches it only through the desktop's agent
 answers to ``google-chrome``; its profile is ``~/.config/chromium``.
 
 - ``chrome_open_tabs`` (``urls_to_open``): opens each URL in a new tab of the running browser;
-  with no browser listening, starts one with the debugging port and the URLs
+  with no browser listening, starts one with the debugging port and the URLs; either way it
+  ends once a tab shows each URL's page (its title), or after ``TAB_WAIT_S``, and the screen
+  is drawn
 - ``chrome_close_tabs`` (``urls_to_close``): closes the tabs showing those URLs
 - ``update_browse_history`` (``history``: [{url, title, visit_time_from_now_in_seconds}]): writes
   those visits into the profile's history database, made from OSWorld's empty Chrome history
@@ -71,17 +73,23 @@ def open_tabs(run: SetupRun, step: SetupStep) -> None:
     urls = _urls(step, "urls_to_open")
     if not browser_listening(run):
         launch_and_draw(run, step, [*BROWSER, *urls])
-        return
-    for url in urls:
-        reply = run.control.devtools({"method": "PUT", "path": f"/json/new?{quote(url, safe='')}"})
-        if "error" in reply or reply.get("status") != 200:
-            raise SetupFailed(f"{step.name()}: the browser did not open {url}: {reply}")
+    else:
+        for url in urls:
+            path = f"/json/new?{quote(url, safe='')}"
+            reply = run.control.devtools({"method": "PUT", "path": path})
+            if "error" in reply or reply.get("status") != 200:
+                raise SetupFailed(f"{step.name()}: the browser did not open {url}: {reply}")
+    # The browser answers before its tabs show their pages: the first screen must show them.
     deadline = time.monotonic() + TAB_WAIT_S
-    while time.monotonic() < deadline and len(
-        [t for t in page_tabs(run.control) if t.get("url") not in ("", "about:blank")]
-    ) < len(urls):
+    while time.monotonic() < deadline and not _showing(page_tabs(run.control), urls):
         time.sleep(0.2)
     until_drawn(run.control)
+
+
+def _showing(tabs: list[dict[str, Any]], urls: list[str]) -> bool:
+    """Whether a page tab shows each of ``urls`` with a title: a tab still loading has none
+    (the browser's own pages, such as its address bar's popup, are not page tabs)."""
+    return all(any(_same_url(u, t.get("url", "")) and t.get("title") for t in tabs) for u in urls)
 
 
 def _same_url(wanted: str, shown: str) -> bool:

@@ -24,7 +24,7 @@ from annotation.models import DatasetExport
 from backend.accounts.roles import Role
 from backend.celery import app as celery_app
 from tests.support.export_data import expected, make_episodes
-from tests.support.services import BIN, child_env, running
+from tests.support.services import celery_worker, child_env, running
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -48,8 +48,7 @@ def worker(settings, name: str):
         TANDEM_CELERY_VISIBILITY_TIMEOUT="3",
     )
     node = f"{name}-{settings.TANDEM_EXPORT_QUEUE}@tandem"
-    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", settings.TANDEM_EXPORT_QUEUE]
-    command += ["-n", node, "--pool", "solo", "--without-gossip", "--without-mingle"]
+    command = celery_worker(node, settings.TANDEM_EXPORT_QUEUE)
 
     def ready() -> bool:
         return bool(celery_app.control.ping(destination=[node], timeout=0.5))

@@ -287,7 +287,7 @@ def test_a_run_without_a_person_takes_the_screen_once_a_pausing_reaction_is_over
     assert pixel(settled.png, 200, 300) == (255, 255, 255) != pixel(over, 200, 300)
 
     control.execute(CLICK)
-    quiet = observations.settled_quietly(control, settings.TANDEM_ROLLOUT_QUIET_MS)
+    quiet = observations.settled_quietly(control, settings.TANDEM_ROLLOUT_QUIET_MS).observation
     time.sleep(0.5)
     assert rgb(quiet.png) == rgb(control.observe(settle=False).png)
 
@@ -310,14 +310,15 @@ def test_a_run_without_a_person_waits_for_a_reaction_slow_to_start(sandboxed_con
     assert first != (255, 255, 255)
 
     control.execute(CLICK)
-    after = observations.after_an_unattended_action(control)
-    assert after.quiet_ended == "quiet"  # the reaction was drawn, then the screen stayed still
+    quieted = observations.after_an_unattended_action(control)
+    assert quieted.ended == "quiet"  # the reaction was drawn, then the screen stayed still
+    after = quieted.observation
     assert pixel(after.png, 200, 300) not in ((255, 255, 255), first)
     time.sleep(0.6)
     assert rgb(after.png) == rgb(control.observe(settle=False).png)
 
     # A click beside the window: nothing reacts, nothing works, no reaction is waited for.
     control.execute(Action.from_json({"type": "click", "point": [900, 700]}))
-    still = observations.after_an_unattended_action(control)
-    assert still.quiet_ended == "idle"  # not the reaction time's end: nothing was at work
-    assert pixel(still.png, 200, 300) == pixel(after.png, 200, 300)
+    quieted = observations.after_an_unattended_action(control)
+    assert quieted.ended == "idle"  # not the reaction time's end: nothing was at work
+    assert pixel(quieted.observation.png, 200, 300) == pixel(after.png, 200, 300)

@@ -22,7 +22,7 @@ from annotation.projects.importer import import_tasks
 from backend.accounts.roles import Role
 from backend.celery import app as celery_app
 from tests.support import live
-from tests.support.services import BIN, running
+from tests.support.services import celery_worker, running
 from vm_pool import pool
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, host_queue
 
@@ -185,8 +185,7 @@ def test_an_imported_tasks_check_is_run_by_its_hosts_worker(host, project, make_
     desktop = pool.start_desktop(pool.create_desktop(template, host).pk)
     assert desktop.status == DesktopStatus.READY, desktop.broken_reason
     name = f"{host}@checks"
-    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", host_queue(host), "-n", name]
-    command += ["--pool", "solo", "--without-gossip", "--without-mingle"]
+    command = celery_worker(name, host_queue(host))
     environment = live.service_env(host, broker=settings.CELERY_BROKER_URL)
 
     with running(command, environment, lambda: bool(celery_app.control.ping([name], 0.5)), 60):

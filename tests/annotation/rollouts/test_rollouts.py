@@ -46,7 +46,7 @@ from model_serving.uitars import to_model
 from tests.e2e.workspace import eventually
 from tests.support.fake_model_server import Reply, serving
 from tests.support.live import service_env
-from tests.support.services import BIN, running, worker_answers
+from tests.support.services import celery_worker, running, worker_answers
 from vm_pool import pool
 from vm_pool.actions import Point, ScreenSize
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate, host_queue, rollout_queue
@@ -108,19 +108,14 @@ def answer(body: dict[str, Any]) -> Reply:
     return Reply.text(script[min(step, len(script) - 1)])
 
 
-def celery_worker(name: str, queues: list[str], beat: Path | None = None) -> list[str]:
-    command = [str(BIN / "celery"), "-A", "backend", "worker", "-Q", ",".join(queues), "-n", name]
-    command += ["-l", "INFO", "--pool", "threads", "-c", "8", "--without-gossip"]
-    command += ["--without-mingle", *(["-B", "-s", str(beat)] if beat is not None else [])]
-    return command
-
-
 @contextmanager
 def rollout_worker(host: str, beat: Path, **env: str):
     """The host's worker, its rollouts' and batches' too, as ``deploy/dev.sh`` runs it: eight
     threads, and a pool for their jobs and the rollouts' heartbeats."""
     name = f"{host}@rollouts"
-    command = celery_worker(name, [host_queue(host), rollout_queue(host), "default"], beat)
+    command = celery_worker(
+        name, [host_queue(host), rollout_queue(host), "default"], "threads", 8, beat
+    )
     env = {**service_env(host, REDIS, REDIS), "TANDEM_DB_POOL_MAX": "16", **env}
     with running(command, env, lambda: worker_answers(REDIS, name), 60) as process:
         yield process
@@ -143,13 +138,13 @@ def workers_apart(host: str, beat: Path, **env: str):
     apart = {**env, "TANDEM_DOCKER_URL": NO_ENGINE}
     with (
         running(
-            celery_worker(desktops, [host_queue(host), "default"], beat),
+            celery_worker(desktops, [host_queue(host), "default"], "threads", 8, beat),
             env,
             lambda: worker_answers(REDIS, desktops),
             60,
         ),
         running(
-            UNPRIVILEGED + celery_worker(rollouts, [rollout_queue(host)]),
+            UNPRIVILEGED + celery_worker(rollouts, [rollout_queue(host)], "threads", 8),
             apart,
             lambda: worker_answers(REDIS, rollouts),
             60,
