@@ -48,10 +48,14 @@ def screen_difference(png_a: bytes, png_b: bytes) -> float:
     pixels_a, pixels_b = _rgb_pixels(png_a), _rgb_pixels(png_b)
     if pixels_a.shape != pixels_b.shape:
         return 1.0
-    differs = pixels_a != pixels_b
+    height, width = pixels_a.shape[:2]
+    # Only the rows that differ are looked at pixel by pixel: a change is usually a few rows.
+    rows_a, rows_b = pixels_a.reshape(height, -1), pixels_b.reshape(height, -1)
+    rows = np.flatnonzero((rows_a != rows_b).any(axis=1))
+    differs = pixels_a[rows] != pixels_b[rows]
     # Three boolean planes or-ed together: ten times faster than ``any(axis=2)``.
     changed = differs[..., 0] | differs[..., 1] | differs[..., 2]
-    return int(np.count_nonzero(changed)) / changed.size
+    return int(np.count_nonzero(changed)) / (height * width)
 
 
 def same_screen(png_a: bytes, png_b: bytes, tolerance: float = SAME_SCREEN_TOLERANCE) -> bool:
@@ -102,13 +106,17 @@ def meaningful_change(before: Frame, after: Frame, min_extent: int = MIN_EXTENT_
         return True
     if before.pixels == after.pixels:  # the common case: a memcmp
         return False
-    shape = (after.height, after.width, 4)
-    a = np.frombuffer(before.pixels, np.uint8).reshape(shape)
-    b = np.frombuffer(after.pixels, np.uint8).reshape(shape)
-    changed = np.any(a[:, :, :3] != b[:, :, :3], axis=2)  # the fourth byte is padding
-    if not changed.any():
+    shape = (after.height, after.width)
+    # A pixel is one little-endian word, B | G << 8 | R << 16, the fourth byte padding.
+    a = np.frombuffer(before.pixels, "<u4").reshape(shape)
+    b = np.frombuffer(after.pixels, "<u4").reshape(shape)
+    changed_rows = np.flatnonzero((a != b).any(axis=1))
+    if not len(changed_rows):
         return False
-    rows = np.flatnonzero(changed.any(axis=1))
+    changed = ((a[changed_rows] ^ b[changed_rows]) & 0x00FFFFFF) != 0
+    rows = changed_rows[changed.any(axis=1)]
+    if not len(rows):
+        return False  # only the padding differs
     columns = np.flatnonzero(changed.any(axis=0))
     height = int(rows[-1] - rows[0] + 1)
     width = int(columns[-1] - columns[0] + 1)
