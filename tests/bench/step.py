@@ -19,6 +19,10 @@ Episodes start the real way (``episodes.start_episode`` leases a ready desktop, 
 ``prepare_episode``). One episode alone gives ``step_overhead_p50_ms``/``p95_ms``; then eight
 threads each drive their own episode at once (``step_overhead_p95_ms_8_episodes``).
 
+The worker's garbage collector: its full passes once it was ready, and the longest of them
+(``worker_gc_full_passes``, ``worker_gc_full_pass_ms_max``, ``tests.bench.worker_counts``): a
+full pass stops every step in that process.
+
 Where the time goes: ``episodes.decide()`` alone, the web side's part (``step_decide_ms_p50``,
 and with eight episodes at once); after the worker has stopped, the same click is run on one
 desktop through ``X11Controller`` in this process, and its settle wait (``step_settle_ms_p50``)
@@ -107,7 +111,10 @@ def _worker_command(host: str, name: str) -> list[str]:
     from tests.support.services import celery_worker
     from vm_pool.models import host_queue
 
-    return celery_worker(name, host_queue(host), "threads", WORKER_THREADS)
+    return celery_worker(
+        name, host_queue(host), "threads", WORKER_THREADS, None,
+        "--include", "tests.bench.worker_counts",
+    )  # fmt: skip
 
 
 def bench_worker_env(
@@ -133,11 +140,13 @@ def bench_worker_env(
 
 
 @contextmanager
-def _worker(host: str, media_root: Path) -> Iterator[None]:
+def _worker(host: str, media_root: Path, counts: Path) -> Iterator[None]:
+    """The host's worker, which writes its counts (``tests.bench.worker_counts``) to ``counts``
+    when it stops, at the block's end."""
     from tests.support.services import running, worker_answers
 
     name = f"{host}@bench"
-    env = bench_worker_env(host, DISPLAYS, media_root)
+    env = bench_worker_env(host, DISPLAYS, media_root, TANDEM_BENCH_COUNTS=str(counts))
     with running(_worker_command(host, name), env, lambda: worker_answers(BENCH_REDIS, name), 60):
         yield
 
@@ -380,7 +389,8 @@ def run() -> dict[str, float | int]:
                 users.append(user)
             try:
                 desktops = _start_desktops(template, host, EPISODES)
-                with _worker(host, media_root):
+                counts = media_root / "worker-counts.json"
+                with _worker(host, media_root, counts):
                     projects = Project.objects.filter(pk=project.pk)
                     episode_ids = [episodes.start_episode(user, projects).pk for user in users]
                     requests = ProposalRequests(episode_ids)
@@ -406,6 +416,9 @@ def run() -> dict[str, float | int]:
                 results["step_overhead_p95_ms_8_episodes"] = round(_percentile(many, 0.95), 1)
                 results["step_decide_ms_p50"] = round(statistics.median(solo_decide), 1)
                 results["step_decide_ms_p50_8_episodes"] = round(statistics.median(many_decide), 1)
+                worker = json.loads(counts.read_text())
+                results["worker_gc_full_passes"] = worker["gc_full_passes"]
+                results["worker_gc_full_pass_ms_max"] = worker["gc_full_pass_ms_max"]
                 settle_ms, encode_ms = _split(f":{desktops[0].display}")
                 results["step_settle_ms_p50"] = round(settle_ms, 1)
                 results["step_encode_ms_p50"] = round(encode_ms, 1)
