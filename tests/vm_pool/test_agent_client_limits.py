@@ -16,15 +16,9 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from vm_pool.actions import ScreenSize
+from vm_pool.agent.endpoint import make_handler, serve
 from vm_pool.agent.files import MAX_READ_BYTES
-from vm_pool.agent.server import (
-    RUN_OUTPUT_CHARS,
-    RUN_STDOUT_CHARS,
-    AgentConfig,
-    Desktop,
-    make_handler,
-    serve,
-)
+from vm_pool.agent.server import RUN_OUTPUT_CHARS, RUN_STDOUT_CHARS, AgentConfig, Desktop
 from vm_pool.agent_client import (
     FILE_REPLY_BYTES,
     RUN_REPLY_BYTES,

@@ -22,7 +22,8 @@ import pytest
 
 from tests.support.services import BIN, free_port, port_open, running
 from vm_pool.actions import ScreenSize
-from vm_pool.agent.server import AgentConfig, Desktop, make_handler, serve
+from vm_pool.agent.endpoint import make_handler, serve
+from vm_pool.agent.server import AgentConfig, Desktop
 from vm_pool.agent_client import AgentClient
 from vm_pool.desktop import DesktopError, DesktopSpec, Endpoint
 from vm_pool.providers import desktop_image
