@@ -101,7 +101,8 @@ def claim_next_task(user: User, projects: QuerySet[Project]) -> Claim:
     """Give ``user`` their next task from ``projects`` under a fresh lease (rules above)."""
     now = timezone.now()
     # Plain ids, so that PostgreSQL can walk the pool's partial index instead of sorting.
-    names = dict(projects.values_list("pk", "name"))
+    asked = list(projects.values_list("pk", "name", "overlap", "honeypot_rate"))
+    names = {pk: name for pk, name, _, _ in asked}
     with transaction.atomic():
         User.objects.select_for_update().filter(pk=user.pk).values_list("pk").get()
         # A held task is resumed even when its lease lapsed a moment ago: until the reaper
@@ -122,9 +123,10 @@ def claim_next_task(user: User, projects: QuerySet[Project]) -> Claim:
             .filter(cannot_run="")
             .order_by("-priority", "id")
         )
-        if any(k > 1 for k in projects.values_list("overlap", flat=True)):
+        if any(overlap > 1 for _, _, overlap, _ in asked):
             candidates = candidates.exclude(pk__in=_submitted_by(user))
-        task = _honeypot(user, list(names)) if _honeypot_drawn(projects) else None
+        drawn = _honeypot_drawn(max((rate for _, _, _, rate in asked), default=0.0))
+        task = _honeypot(user, list(names)) if drawn else None
         if task is not None:
             reason = _pool_reason(task, names)
         else:
@@ -172,9 +174,8 @@ def _submitted_by(user: User) -> QuerySet[TaskEvent, Any]:
     return TaskEvent.objects.filter(kind=TaskEvent.Kind.SUBMITTED, actor=user).values("task_id")
 
 
-def _honeypot_drawn(projects: QuerySet[Project]) -> bool:
-    """Whether this claim draws a honeypot: with the highest rate among the projects."""
-    rate = max(projects.values_list("honeypot_rate", flat=True), default=0.0)
+def _honeypot_drawn(rate: float) -> bool:
+    """Whether this claim draws a honeypot, with ``rate`` (the highest among the projects)."""
     return rate > 0 and random.random() < rate
 
 
@@ -204,9 +205,10 @@ def _honeypot(user: User, project_ids: list[int]) -> Task | None:
 def _after_submit(task: Task) -> str:
     """The status a submitted task takes: ``gold`` for a honeypot, back to the pool while
     fewer than the project's k annotators submitted it, else submitted."""
-    if Honeypot.objects.filter(task=task, active=True).exists():
+    gold = Exists(Honeypot.objects.filter(task=task, active=True))
+    overlap, is_gold = Project.objects.filter(pk=task.project_id).values_list("overlap", gold).get()
+    if is_gold:
         return TaskStatus.GOLD
-    overlap = Project.objects.values_list("overlap", flat=True).get(pk=task.project_id)
     if overlap > 1:
         done = (
             TaskEvent.objects.filter(task=task, kind=TaskEvent.Kind.SUBMITTED)
