@@ -98,6 +98,21 @@ export interface DesktopViewProps {
   control?: boolean;
 }
 
+const STILL_RETRIES = 5;
+
+/** The step's observation. A load that fails (the web server restarting mid-load) is tried
+ * again, a second later each time, up to STILL_RETRIES times: never a broken picture left. */
+function StillScreen({ url }: { url: string }) {
+  const [tries, setTries] = useState({ url, failed: 0 });
+  const failed = tries.url === url ? tries.failed : 0;
+  const onError = useCallback(() => {
+    if (failed >= STILL_RETRIES) return;
+    window.setTimeout(() => setTries({ url, failed: failed + 1 }), 1000 * (failed + 1));
+  }, [url, failed]);
+  const src = failed ? `${url}?try=${failed}` : url;
+  return <img className="desktop-still" src={src} alt="The desktop at this step" onError={onError} />;
+}
+
 export function DesktopView(props: DesktopViewProps) {
   const { episode, streaming, screen, screenshotUrl, proposal, draft, picking, onPick, onStreamState } = props;
   const control = props.control ?? false;
@@ -155,7 +170,7 @@ export function DesktopView(props: DesktopViewProps) {
   return (
     <div className="desktop-stage" ref={stageRef} data-stream={stream.state}>
       {screenshotUrl && !live ? (
-        <img className="desktop-still" src={screenshotUrl} alt="The desktop at this step" />
+        <StillScreen url={screenshotUrl} />
       ) : null}
       <div className={`desktop-vnc${live ? "" : " hidden"}`} ref={setVncTarget} data-testid="desktop-vnc" />
       {drawn && screen && proposal ? (
