@@ -8,7 +8,7 @@ answers to ``google-chrome``; its profile is ``~/.config/chromium``.
 
 - ``chrome_open_tabs`` (``urls_to_open``): opens each URL in a new tab of the running browser;
   with no browser listening, starts one with the debugging port and the URLs; either way it
-  ends once a tab shows each URL's page (its title), or after ``TAB_WAIT_S``, and the screen
+  ends once as many tabs show a page and each has its title, or after ``TAB_WAIT_S``, and the screen
   is drawn
 - ``chrome_close_tabs`` (``urls_to_close``): closes the tabs showing those URLs
 - ``update_browse_history`` (``history``: [{url, title, visit_time_from_now_in_seconds}]): writes
@@ -81,15 +81,17 @@ def open_tabs(run: SetupRun, step: SetupStep) -> None:
                 raise SetupFailed(f"{step.name()}: the browser did not open {url}: {reply}")
     # The browser answers before its tabs show their pages: the first screen must show them.
     deadline = time.monotonic() + TAB_WAIT_S
-    while time.monotonic() < deadline and not _showing(page_tabs(run.control), urls):
+    while time.monotonic() < deadline and not _loaded(page_tabs(run.control), len(urls)):
         time.sleep(0.2)
     until_drawn(run.control)
 
 
-def _showing(tabs: list[dict[str, Any]], urls: list[str]) -> bool:
-    """Whether a page tab shows each of ``urls`` with a title: a tab still loading has none
-    (the browser's own pages, such as its address bar's popup, are not page tabs)."""
-    return all(any(_same_url(u, t.get("url", "")) and t.get("title") for t in tabs) for u in urls)
+def _loaded(tabs: list[dict[str, Any]], opened: int) -> bool:
+    """Whether at least ``opened`` tabs show a page and every one has its title: a tab still
+    loading has none. Addresses are not compared, so a page that redirected counts (the
+    browser's own pages, such as its address bar's popup, are not page tabs)."""
+    shown = [t for t in tabs if t.get("url") not in ("", "about:blank")]
+    return len(shown) >= opened and all(t.get("title") for t in shown)
 
 
 def _same_url(wanted: str, shown: str) -> bool:

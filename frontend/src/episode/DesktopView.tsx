@@ -101,13 +101,15 @@ export interface DesktopViewProps {
 const STILL_RETRIES = 5;
 
 /** The step's observation. A load that fails (the web server restarting mid-load) is tried
- * again, a second later each time, up to STILL_RETRIES times: never a broken picture left. */
+ * again after 1, 2, … seconds, up to STILL_RETRIES times: no broken picture is left. */
 function StillScreen({ url }: { url: string }) {
   const [tries, setTries] = useState({ url, failed: 0 });
   const failed = tries.url === url ? tries.failed : 0;
+  const timer = useRef<number | undefined>(undefined);
+  useEffect(() => () => window.clearTimeout(timer.current), [url]);
   const onError = useCallback(() => {
     if (failed >= STILL_RETRIES) return;
-    window.setTimeout(() => setTries({ url, failed: failed + 1 }), 1000 * (failed + 1));
+    timer.current = window.setTimeout(() => setTries({ url, failed: failed + 1 }), 1000 * (failed + 1));
   }, [url, failed]);
   const src = failed ? `${url}?try=${failed}` : url;
   return <img className="desktop-still" src={src} alt="The desktop at this step" onError={onError} />;
