@@ -38,8 +38,10 @@ class Measurement:
     tokens_per_row: int
     sft_s_per_row: float
     sft_peak_gib: float
-    dpo_s_per_pair: float
+    dpo_s_per_pair: float  # the prompt once a pair (``shared_prompt``, the default)
     dpo_peak_gib: float
+    dpo_unshared_s_per_pair: float  # TRL's two sequences a pair (``dpo_shared_prompt`` off)
+    dpo_unshared_peak_gib: float
     source: str
 
 
@@ -48,11 +50,13 @@ MEASURED = Measurement(
     parameters=8.29e9,
     card="NVIDIA H200",
     tokens_per_row=15_302,
-    sft_s_per_row=2.698,
+    sft_s_per_row=2.635,
     sft_peak_gib=26.96,
-    dpo_s_per_pair=9.015,
-    dpo_peak_gib=36.14,
-    source="make bench-gpu, 2026-11-26, NVIDIA H200: torch 2.11, transformers 5.24, TRL 1.16, "
+    dpo_s_per_pair=3.155,
+    dpo_peak_gib=25.97,
+    dpo_unshared_s_per_pair=8.908,
+    dpo_unshared_peak_gib=36.14,
+    source="make bench-gpu, 2026-11-27, NVIDIA H200: torch 2.11, transformers 5.24, TRL 1.16, "
     "SDPA attention, the trainer's defaults",
 )
 
@@ -101,7 +105,7 @@ def estimate(
             },
         }
         if arch is not None and tokens:
-            stage |= _gpu(kind, tokens, trained, hp.batch_size, arch[1])
+            stage |= _gpu(kind, tokens, trained, hp, arch[1])
         stages.append(stage)
     total: dict[str, Any] = {"stages": stages, "card": MEASURED.card, "source": MEASURED.source}
     if arch is None:
@@ -115,11 +119,17 @@ def estimate(
     return total
 
 
-def _gpu(kind: str, tokens: list[int], trained: float, batch: int, parameters: float) -> dict:
+def _gpu(
+    kind: str, tokens: list[int], trained: float, hp: Hyperparameters, parameters: float
+) -> dict:
     m = MEASURED
-    seconds, peak = (
-        (m.dpo_s_per_pair, m.dpo_peak_gib) if kind == "dpo" else (m.sft_s_per_row, m.sft_peak_gib)
-    )
+    if kind == "sft":
+        seconds, peak = m.sft_s_per_row, m.sft_peak_gib
+    elif hp.dpo_shared_prompt:
+        seconds, peak = m.dpo_s_per_pair, m.dpo_peak_gib
+    else:
+        seconds, peak = m.dpo_unshared_s_per_pair, m.dpo_unshared_peak_gib
+    batch = hp.batch_size
     size = parameters / m.parameters
     weights = 2 * m.parameters / GIB  # bf16
     per_token_s = seconds / m.tokens_per_row * size

@@ -109,6 +109,9 @@ class Hyperparameters:
     # Processes that build pixel values off the training process; None: 4 on a GPU, 0 on the
     # CPU (where forking them costs more than the tiny images do).
     dataloader_workers: int | None = None
+    # A DPO pair's prompt through the model once, the chosen and rejected completions packed
+    # after it (``training.shared_prompt``); false: TRL's two sequences a pair.
+    dpo_shared_prompt: bool = True
 
 
 def _build(cls: type, data: dict[str, Any] | None, what: str) -> Any:

@@ -9,8 +9,9 @@ before its first step, naming the row.
 Defaults that fit one 80 GB card with a 7B base and five 1080p screenshots a row
 (``make bench-gpu``):
 gradient checkpointing, non-reentrant; the vision tower frozen, outside autograd and run once
-per distinct screenshot a step (``vision``); bf16 where the GPU has it; flash-attention where
-it is installed, else PyTorch's SDPA.
+per distinct screenshot a step (``vision``); a DPO pair's prompt through the model once, its
+two completions packed after it (``shared_prompt``); bf16 where the GPU has it;
+flash-attention where it is installed, else PyTorch's SDPA.
 
 **Checkpoints.** Every ``checkpoint_steps`` steps the stage's trainer checkpoint (adapter,
 optimizer, scheduler, random states) goes to a ``Checkpoints`` store, and each finished
@@ -42,7 +43,7 @@ from typing import Any, Protocol
 
 import torch
 
-from model_serving.training import lengths
+from model_serving.training import lengths, shared_prompt
 from model_serving.training.resume import Checkpoints, ResumePoint
 from model_serving.training.spec import Hyperparameters, LoraSettings, TrainingSpec
 from model_serving.training.vision import FrozenVisionTower
@@ -264,7 +265,7 @@ def train(
     """Run every stage of ``spec`` on its loaded dataset (``tables``, in stage order) from
     ``resume`` (where an earlier attempt left off), storing ``checkpoints`` as it goes."""
     from peft import PeftModel  # weight: peft, train workers only
-    from trl import DPOTrainer, SFTTrainer  # weight: TRL, train workers only
+    from trl import SFTTrainer  # weight: TRL, train workers only
 
     spec.validate()
     reporter.log(f"loading {spec.base_model_path}")
@@ -276,6 +277,7 @@ def train(
             f"cannot load the base model {spec.base_model_path}: {error}"
         ) from error
     tower = FrozenVisionTower.install(model)
+    shared_prompt.install(model)
     resume = resume or ResumePoint()
     adapter = resume.adapter or (Path(spec.parent_adapter) if spec.parent_adapter else None)
     if adapter is not None:
@@ -298,7 +300,11 @@ def train(
         )
         arguments = _arguments(stage.kind, spec.hyperparameters, workdir / f"stage-{index + 1}")
         callback = _callback(reporter, index, stage.kind, len(spec.stages), tower, checkpoints)
-        trainer_class = DPOTrainer if stage.kind == "dpo" else SFTTrainer
+        trainer_class = (
+            shared_prompt.trainer_class(spec.hyperparameters.dpo_shared_prompt)
+            if stage.kind == "dpo"
+            else SFTTrainer
+        )
         wrapped = isinstance(model, PeftModel)
         started = time.monotonic()
         from_checkpoint = resume.checkpoint if index == len(resume.finished) else None

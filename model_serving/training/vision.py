@@ -11,11 +11,12 @@ vision tower never learns. Three rules follow, measured on a 7B on an H200:
 - **Windows batched**: the tower's window attention takes each window size in one call
   (``window_attention``) rather than one call a window.
 - **Once a step**: a screenshot recurs in up to five rows (the history window), and in a DPO
-  step the same prompt's images go through the tower four times (policy and reference, chosen
-  and rejected). The tower's output for an image depends on its pixels only, so within one
-  optimizer step each distinct image is encoded once: images are matched on their patch grid
-  and their exact pixel values (``torch.equal``; a cheap fingerprint picks the candidates),
-  and the step's cache is dropped when the next step begins.
+  step the same prompt's images go through the tower twice (policy and reference; four times
+  where the pair is not packed, ``shared_prompt``). The tower's output for an image depends on
+  its pixels only, so within one optimizer step each distinct image is encoded once: images
+  are matched on their patch grid and their exact pixel values (``torch.equal``; a cheap
+  fingerprint picks the candidates), and the step's cache is dropped when the next step
+  begins.
 """
 
 from dataclasses import dataclass, field

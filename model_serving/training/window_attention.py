@@ -11,8 +11,8 @@ shrank with the language model (3.39 s on a 3B, the same vision tower).
 Windows have few distinct lengths (full ones, and the cut ones at an image's right and bottom
 edges), so here the windows of each length are gathered into one batch and attended in one SDPA
 call: the same attention, a handful of calls a block. Measured the same way: the tower 0.47 s
-a row, the 7B's SFT step 2.70 s, a DPO pair 9.0 s (from 10.5). The tower is frozen and runs under
-``torch.no_grad()`` (``vision``), so no backward pass goes through this code.
+a row, the 7B's SFT step 2.70 s, an unpacked DPO pair 9.0 s (from 10.5). The tower is frozen
+and runs under ``torch.no_grad()`` (``vision``), so no backward pass goes through this code.
 """
 
 from dataclasses import dataclass, field

@@ -15,11 +15,17 @@ a named architecture, on rows from Tandem's own exporter; writes ``bench-gpu-res
   out and the median of the rest is reported.
 - **Figures** (BENCH.md, "GPU benchmark"): ``gpu_card``; ``gpu_sft_s_per_sample_<arch>``,
   ``gpu_dpo_s_per_pair_<arch>``; ``gpu_sft_peak_gib_<arch>``, ``gpu_dpo_peak_gib_<arch>``
-  (``torch.cuda.max_memory_allocated``; on the CPU the process's peak resident memory);
+  (``torch.cuda.max_memory_allocated``; on the CPU the process's peak resident memory) and,
+  on a GPU, ``gpu_sft_reserved_gib_<arch>``, ``gpu_dpo_reserved_gib_<arch>`` (the most the
+  caching allocator held, ``torch.cuda.max_memory_reserved``);
   ``gpu_sft_floor_share_<arch>``: the arithmetic floor (forward plus activation backward,
   4 × parameters × tokens FLOP, at the device's matmul rate measured here) over the measured
   time; ``gpu_tokens_per_row``; ``gpu_<kind>_images_encoded_share_<arch>``: screenshots the
-  vision tower really encoded over those asked of it (DPO asks four times for each).
+  vision tower really encoded over those asked of it (DPO asks twice for each: policy and
+  reference).
+- **The anchor**: DPO runs a second time as TRL's ``DPOTrainer`` runs it, two sequences a pair
+  (``dpo_shared_prompt`` off): ``gpu_dpo_trl_s_per_pair_<arch>``, ``gpu_dpo_trl_peak_gib_<arch>``
+  and ``gpu_dpo_trl_over_shared_<arch>``, its time over the trainer's.
 - **Parts of a step**, timed alone on one full row: ``gpu_preprocess_s_per_row_<arch>`` (the
   image processor, on one CPU core; dataloader workers run it beside the GPU),
   ``gpu_vision_s_per_row_<arch>`` (the frozen tower as the trainer runs it) and
@@ -33,6 +39,7 @@ limits: a smoke test of every path, run by ``tests/model_serving/test_bench_gpu.
 """
 
 import argparse
+import gc
 import io
 import json
 import resource
@@ -41,7 +48,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -245,35 +252,48 @@ def run_architecture(
     counter = lengths.TokenCounter.for_base(str(base))
     hp = hyperparameters({"max_steps": steps, "gradient_accumulation_steps": 1})
     figures: dict[str, float | int | str] = {"gpu_card": device_name()}
-    for kind, (ref, paths) in rows.items():
+    # DPO twice: the trainer's shared prompt, then TRL's own two sequences a pair (the anchor).
+    runs = [("sft", "", hp), ("dpo", "", hp), ("dpo", "_trl", replace(hp, dpo_shared_prompt=False))]
+    for kind, variant, settings in runs:
+        ref, paths = rows[kind]
         table = full_windows(data.load(ref, paths, lambda _: False, workdir / "tables"))
         if kind == "sft":
             tokens = [row.tokens for row in lengths.row_lengths(paths, kind, counter)]
             tokens_per_row = round(statistics.median(tokens))
             figures["gpu_tokens_per_row"] = tokens_per_row
-        spec = TrainingSpec(str(base), (Stage(kind, ref),), hyperparameters=hp)
+        spec = TrainingSpec(str(base), (Stage(kind, ref),), hyperparameters=settings)
         clock = StepClock()
         if cuda:
+            gc.collect()  # the last stage's model and trainer hold reference cycles
+            torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
-        outcome = trainer.train(spec, [table], workdir / f"run-{kind}", clock, NoCheckpoints())
+        workspace = workdir / f"run-{kind}{variant}"
+        outcome = trainer.train(spec, [table], workspace, clock, NoCheckpoints())
         seconds = clock.seconds_per_step()
         peak = (
             torch.cuda.max_memory_allocated() / 1024**3
             if cuda
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
         )
+        name = f"{kind}{variant}"
         unit = "pair" if kind == "dpo" else "sample"
-        figures[f"gpu_{kind}_s_per_{unit}_{arch}"] = round(seconds, 3)
-        figures[f"gpu_{kind}_peak_gib_{arch}"] = round(peak, 2)
+        figures[f"gpu_{name}_s_per_{unit}_{arch}"] = round(seconds, 3)
+        figures[f"gpu_{name}_peak_gib_{arch}"] = round(peak, 2)
+        if cuda:  # what the caching allocator held: the card must have this much free
+            reserved = torch.cuda.max_memory_reserved() / 1024**3
+            figures[f"gpu_{name}_reserved_gib_{arch}"] = round(reserved, 2)
         vision = outcome.stages[-1]["vision_tower"]
-        figures[f"gpu_{kind}_images_encoded_share_{arch}"] = round(
+        figures[f"gpu_{name}_images_encoded_share_{arch}"] = round(
             vision["encoded"] / max(vision["asked"], 1), 3
         )
-        if kind == "sft":
+        if name == "sft":
             floor = 4 * parameters(base) * tokens_per_row / matmul_flops()
             figures[f"gpu_sft_floor_share_{arch}"] = round(floor / seconds, 3)
             figures |= row_parts(base, paths[0], arch)
-        print(f"bench-gpu: {kind} {arch}: {figures}", file=sys.stderr, flush=True)
+        if name == "dpo_trl":
+            ours = figures[f"gpu_dpo_s_per_pair_{arch}"]
+            figures[f"gpu_dpo_trl_over_shared_{arch}"] = round(seconds / float(ours), 2)
+        print(f"bench-gpu: {name} {arch}: {figures}", file=sys.stderr, flush=True)
     return figures
 
 

@@ -61,6 +61,10 @@ def test_the_gpu_benchmark_runs_the_tiny_architecture_on_rows_made_elsewhere(set
     ):
         assert figures[key] > 0, key
     assert figures["gpu_sft_floor_share_tiny"] < 1  # the floor is a floor
-    # SFT encodes every screenshot it is asked for; DPO asks four times for each and encodes once.
+    # SFT encodes every screenshot it is asked for; DPO asks twice for each (policy and
+    # reference) and encodes once; TRL's own DPO, the anchor, asks four times.
     assert figures["gpu_sft_images_encoded_share_tiny"] == 1.0
-    assert figures["gpu_dpo_images_encoded_share_tiny"] == 0.25
+    assert figures["gpu_dpo_images_encoded_share_tiny"] == 0.5
+    assert figures["gpu_dpo_trl_images_encoded_share_tiny"] == 0.25
+    assert figures["gpu_dpo_trl_s_per_pair_tiny"] > 0
+    assert figures["gpu_dpo_trl_over_shared_tiny"] > 0

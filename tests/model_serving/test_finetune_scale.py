@@ -107,12 +107,12 @@ def test_each_distinct_screenshot_goes_through_the_tower_once_a_step(exports, ba
         stages = json.load(f)["stages"]
 
     # Counts since training began: after SFT, then after DPO. A DPO step asks for each prompt
-    # image four times (policy and reference, chosen and rejected) and encodes it once.
+    # image twice (policy and reference: the pair is packed) and encodes it once.
     sft_counts, dpo_counts = stages[0]["vision_tower"], stages[1]["vision_tower"]
     assert sft_counts["encoded"] == sft_counts["asked"] > 0
     asked = dpo_counts["asked"] - sft_counts["asked"]
     encoded = dpo_counts["encoded"] - sft_counts["encoded"]
-    assert asked == 4 * encoded > 0
+    assert asked == 2 * encoded > 0
 
 
 def test_the_batched_window_attention_gives_the_towers_own_output(base_model, monkeypatch):
