@@ -7,192 +7,303 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotation', '0016_gold_steps'),
-        ('model_serving', '0002_finetune_heartbeat'),
+        ("annotation", "0016_gold_steps"),
+        ("model_serving", "0002_finetune_heartbeat"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Agreement',
+            name="Agreement",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('agree', models.BooleanField()),
-                ('at', models.DateTimeField()),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("agree", models.BooleanField()),
+                ("at", models.DateTimeField()),
             ],
             options={
-                'ordering': ['task', 'step_a'],
+                "ordering": ["task", "step_a"],
             },
         ),
         migrations.CreateModel(
-            name='GoldVerdict',
+            name="GoldVerdict",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('right', models.BooleanField()),
-                ('shown_right', models.BooleanField()),
-                ('reason', models.CharField(blank=True, max_length=300)),
-                ('at', models.DateTimeField()),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("right", models.BooleanField()),
+                ("shown_right", models.BooleanField()),
+                ("reason", models.CharField(blank=True, max_length=300)),
+                ("at", models.DateTimeField()),
             ],
             options={
-                'ordering': ['run', 'step'],
+                "ordering": ["run", "step"],
             },
         ),
         migrations.CreateModel(
-            name='Honeypot',
+            name="Honeypot",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('decoys', models.JSONField(blank=True, default=dict)),
-                ('active', models.BooleanField(default=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("decoys", models.JSONField(blank=True, default=dict)),
+                ("active", models.BooleanField(default=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
             options={
-                'ordering': ['task'],
+                "ordering": ["task"],
             },
         ),
         migrations.CreateModel(
-            name='HoneypotRun',
+            name="HoneypotRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('scored_at', models.DateTimeField(blank=True, null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("scored_at", models.DateTimeField(blank=True, null=True)),
             ],
         ),
         migrations.CreateModel(
-            name='QualityHold',
+            name="QualityHold",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('gold_accuracy', models.FloatField()),
-                ('threshold', models.FloatField()),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("gold_accuracy", models.FloatField()),
+                ("threshold", models.FloatField()),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
         ),
         migrations.AddField(
-            model_name='project',
-            name='gold_threshold',
+            model_name="project",
+            name="gold_threshold",
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='project',
-            name='honeypot_rate',
+            model_name="project",
+            name="honeypot_rate",
             field=models.FloatField(default=0.0),
         ),
         migrations.AddField(
-            model_name='project',
-            name='immediate_feedback',
+            model_name="project",
+            name="immediate_feedback",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='project',
-            name='overlap',
+            model_name="project",
+            name="overlap",
             field=models.PositiveSmallIntegerField(default=1),
         ),
         migrations.AlterField(
-            model_name='task',
-            name='status',
-            field=models.CharField(choices=[('queued', 'Queued'), ('assigned', 'Assigned'), ('in_progress', 'In Progress'), ('submitted', 'Submitted'), ('reviewed', 'Reviewed'), ('rejected', 'Rejected'), ('gold', 'Gold')], db_index=True, default='queued', max_length=16),
+            model_name="task",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("queued", "Queued"),
+                    ("assigned", "Assigned"),
+                    ("in_progress", "In Progress"),
+                    ("submitted", "Submitted"),
+                    ("reviewed", "Reviewed"),
+                    ("rejected", "Rejected"),
+                    ("gold", "Gold"),
+                ],
+                db_index=True,
+                default="queued",
+                max_length=16,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='project',
-            constraint=models.CheckConstraint(condition=models.Q(('overlap__gte', 1), ('overlap__lte', 5)), name='project_overlap_1_5'),
+            model_name="project",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("overlap__gte", 1), ("overlap__lte", 5)),
+                name="project_overlap_1_5",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='project',
-            constraint=models.CheckConstraint(condition=models.Q(('honeypot_rate__gte', 0), ('honeypot_rate__lte', 0.5)), name='project_honeypot_rate_0_half'),
+            model_name="project",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("honeypot_rate__gte", 0), ("honeypot_rate__lte", 0.5)),
+                name="project_honeypot_rate_0_half",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='project',
-            constraint=models.CheckConstraint(condition=models.Q(('gold_threshold__isnull', True), models.Q(('gold_threshold__gte', 0), ('gold_threshold__lte', 1)), _connector='OR'), name='project_gold_threshold_0_1'),
+            model_name="project",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("gold_threshold__isnull", True),
+                    models.Q(("gold_threshold__gte", 0), ("gold_threshold__lte", 1)),
+                    _connector="OR",
+                ),
+                name="project_gold_threshold_0_1",
+            ),
         ),
         migrations.AddField(
-            model_name='agreement',
-            name='annotator_a',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="agreement",
+            name="annotator_a",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='agreement',
-            name='annotator_b',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="agreement",
+            name="annotator_b",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='agreement',
-            name='step_a',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='annotation.step'),
+            model_name="agreement",
+            name="step_a",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="+", to="annotation.step"
+            ),
         ),
         migrations.AddField(
-            model_name='agreement',
-            name='step_b',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='annotation.step'),
+            model_name="agreement",
+            name="step_b",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="+", to="annotation.step"
+            ),
         ),
         migrations.AddField(
-            model_name='agreement',
-            name='task',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='agreements', to='annotation.task'),
+            model_name="agreement",
+            name="task",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="agreements",
+                to="annotation.task",
+            ),
         ),
         migrations.AddField(
-            model_name='goldverdict',
-            name='annotator',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="goldverdict",
+            name="annotator",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='goldverdict',
-            name='gold',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='verdicts', to='annotation.goldstep'),
+            model_name="goldverdict",
+            name="gold",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="verdicts",
+                to="annotation.goldstep",
+            ),
         ),
         migrations.AddField(
-            model_name='goldverdict',
-            name='step',
-            field=models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='gold_verdict', to='annotation.step'),
+            model_name="goldverdict",
+            name="step",
+            field=models.OneToOneField(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="gold_verdict",
+                to="annotation.step",
+            ),
         ),
         migrations.AddField(
-            model_name='honeypot',
-            name='created_by',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="honeypot",
+            name="created_by",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='honeypot',
-            name='gold_episode',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='annotation.episode'),
+            model_name="honeypot",
+            name="gold_episode",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="annotation.episode",
+            ),
         ),
         migrations.AddField(
-            model_name='honeypot',
-            name='task',
-            field=models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='honeypot', to='annotation.task'),
+            model_name="honeypot",
+            name="task",
+            field=models.OneToOneField(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="honeypot",
+                to="annotation.task",
+            ),
         ),
         migrations.AddField(
-            model_name='honeypotrun',
-            name='episode',
-            field=models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='honeypot_run', to='annotation.episode'),
+            model_name="honeypotrun",
+            name="episode",
+            field=models.OneToOneField(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="honeypot_run",
+                to="annotation.episode",
+            ),
         ),
         migrations.AddField(
-            model_name='honeypotrun',
-            name='honeypot',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='annotation.honeypot'),
+            model_name="honeypotrun",
+            name="honeypot",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="runs",
+                to="annotation.honeypot",
+            ),
         ),
         migrations.AddField(
-            model_name='goldverdict',
-            name='run',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='verdicts', to='annotation.honeypotrun'),
+            model_name="goldverdict",
+            name="run",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="verdicts",
+                to="annotation.honeypotrun",
+            ),
         ),
         migrations.AddField(
-            model_name='qualityhold',
-            name='episode',
-            field=models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='quality_hold', to='annotation.episode'),
+            model_name="qualityhold",
+            name="episode",
+            field=models.OneToOneField(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="quality_hold",
+                to="annotation.episode",
+            ),
         ),
         migrations.AddIndex(
-            model_name='agreement',
-            index=models.Index(fields=['task', 'agree'], name='annotation__task_id_38e9d8_idx'),
+            model_name="agreement",
+            index=models.Index(fields=["task", "agree"], name="annotation__task_id_38e9d8_idx"),
         ),
         migrations.AddConstraint(
-            model_name='agreement',
-            constraint=models.UniqueConstraint(fields=('step_a', 'step_b'), name='agreement_once_per_pair'),
+            model_name="agreement",
+            constraint=models.UniqueConstraint(
+                fields=("step_a", "step_b"), name="agreement_once_per_pair"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='agreement',
-            constraint=models.CheckConstraint(condition=models.Q(('annotator_a__lt', models.F('annotator_b'))), name='agreement_pair_ordered'),
+            model_name="agreement",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("annotator_a__lt", models.F("annotator_b"))),
+                name="agreement_pair_ordered",
+            ),
         ),
         migrations.AddIndex(
-            model_name='goldverdict',
-            index=models.Index(fields=['annotator', 'at'], name='annotation__annotat_fb0f37_idx'),
+            model_name="goldverdict",
+            index=models.Index(fields=["annotator", "at"], name="annotation__annotat_fb0f37_idx"),
         ),
     ]

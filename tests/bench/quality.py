@@ -105,7 +105,7 @@ def _populate() -> int:
                 reviewer=reviewer,
                 verdict=rng.choice(("accepted", "rejected")),
                 first_wrong_step=None,
-            )  # fmt: skip
+            )
             for i, episode in enumerate(episodes)
             if i % 3 == 0
         ),
@@ -142,9 +142,15 @@ def _quality(project, episodes, manager) -> None:
     run_of = {r.episode_id: r for r in runs}
     GoldVerdict.objects.bulk_create(
         (
-            GoldVerdict(run=run_of[s.episode_id], step=s, gold=by_episode[sources[0].pk][0],
-                        annotator_id=s.decided_by_id, right=rng.random() < 0.8,
-                        shown_right=True, at=run_of[s.episode_id].scored_at)  # fmt: skip
+            GoldVerdict(
+                run=run_of[s.episode_id],
+                step=s,
+                gold=by_episode[sources[0].pk][0],
+                annotator_id=s.decided_by_id,
+                right=rng.random() < 0.8,
+                shown_right=True,
+                at=run_of[s.episode_id].scored_at,
+            )
             for s in steps.select_related("episode")
         ),
         batch_size=5_000,
