@@ -107,7 +107,8 @@ class PackedPair:
 
 def pack(inputs: dict[str, Any], pair: int, model: Any) -> PackedPair | None:
     """Pair ``pair`` of a DPO collator's batch (chosen rows, then rejected rows, flushed
-    left) as one sequence; None where its two rows do not share their prompt."""
+    left) as one sequence; None where it cannot be packed (its two rows do not share their
+    prompt, a row without prompt or completion, no token types to place the images by)."""
     ids, completion = inputs["input_ids"], inputs["completion_mask"]
     pairs = ids.shape[0] // 2
     rows = (pair, pairs + pair)
@@ -120,7 +121,8 @@ def pack(inputs: dict[str, Any], pair: int, model: Any) -> PackedPair | None:
         starts.append(first)
         tokens.append(ids[row, first:last])
     prompt = starts[0]
-    if starts[1] != prompt or not torch.equal(ids[rows[0], :prompt], ids[rows[1], :prompt]):
+    shared = starts[1] == prompt and torch.equal(ids[rows[0], :prompt], ids[rows[1], :prompt])
+    if prompt < 1 or not shared:
         return None
     chosen, rejected = tokens
     split = prompt + chosen.numel()
@@ -167,6 +169,8 @@ def _images_of(
         return None
     start = model.config.vision_start_token_id
     counts = (ids == start).sum(dim=1).tolist()
+    if counts[pair] == 0:
+        return None
     first = sum(counts[:pair])
     rows = grid[first : first + counts[pair]]
     patches = grid.prod(dim=1).tolist()

@@ -30,6 +30,10 @@ a named architecture, on rows from Tandem's own exporter; writes ``bench-gpu-res
   image processor, on one CPU core; dataloader workers run it beside the GPU),
   ``gpu_vision_s_per_row_<arch>`` (the frozen tower as the trainer runs it) and
   ``gpu_vision_s_per_row_own_<arch>`` (transformers' own attention, one call a window).
+- **Profiles** (``--profile DIR``): the last two steps of the SFT and DPO runs under PyTorch's
+  profiler (left out of the step time): a table of operators by device time per run in
+  ``DIR`` and ``gpu_<kind>_device_busy_share_<arch>``, the share of those steps' wall time the
+  GPU spent in kernels.
 - **Where the rows are made**: the export needs Tandem's database; a GPU machine without one
   trains on rows made elsewhere: ``--prepare DIR`` (here) writes them, ``--rows DIR`` (there)
   trains on them, importing nothing of Django.
@@ -56,6 +60,7 @@ import torch
 
 RESULTS_PATH = Path(__file__).resolve().parents[2] / "bench-gpu-results.json"
 WARM_UP = 2
+PROFILED = 2  # steps under the profiler, with --profile
 HISTORY = 5  # screenshots in a row: the exporter's history window
 GOALS = {
     "gpu_sft_s_per_sample_7b": "≤ 2.0",
@@ -95,12 +100,24 @@ TEXT = {
 
 @dataclass
 class StepClock:
-    """A trainer ``Reporter`` that keeps the time of every step's end."""
+    """A trainer ``Reporter`` that keeps the time of every step's end; with ``profile`` set,
+    the last ``PROFILED`` steps run under PyTorch's profiler (and are left out of the time)."""
 
     ends: list[float] = field(default_factory=list)
+    steps: int = 0
+    profile: bool = False
+    profiler: Any = None
 
     def progress(self, fraction: float) -> None:
         self.ends.append(time.perf_counter())
+        if self.profile and len(self.ends) == self.steps - PROFILED:
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if torch.cuda.is_available():
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            self.profiler = torch.profiler.profile(activities=activities)
+            self.profiler.start()
+        elif self.profiler is not None and len(self.ends) == self.steps:
+            self.profiler.stop()
 
     def loss(self, stage: int, kind: str, step: int, logs: dict[str, float]) -> None:
         pass
@@ -114,7 +131,20 @@ class StepClock:
     def seconds_per_step(self) -> float:
         # The last report is the run's end (progress 1.0), not a step.
         gaps = [b - a for a, b in zip(self.ends[:-2], self.ends[1:-1], strict=True)]
+        if self.profiler is not None:
+            gaps = gaps[:-PROFILED]
         return statistics.median(gaps[WARM_UP - 1 :] or gaps)
+
+    def profiled(self) -> tuple[str, float]:
+        """The profiled steps' table of operators (by device time on a GPU, CPU time on the
+        CPU) and the share of their wall time the device was busy with kernels."""
+        events = self.profiler.key_averages()
+        cuda = torch.cuda.is_available()
+        key = "self_device_time_total" if cuda else "self_cpu_time_total"
+        table = events.table(sort_by=key, row_limit=40, max_name_column_width=70)
+        wall_us = (self.ends[self.steps - 1] - self.ends[self.steps - 1 - PROFILED]) * 1e6
+        busy_us = sum(getattr(e, key, 0) for e in events) if cuda else 0.0
+        return table, busy_us / wall_us
 
 
 class NoCheckpoints:
@@ -235,10 +265,15 @@ def saved_rows(folder: Path) -> dict[str, tuple[Any, list[Path]]]:
 
 
 def run_architecture(
-    arch: str, workdir: Path, steps: int, rows: dict[str, tuple[Any, list[Path]]] | None = None
+    arch: str,
+    workdir: Path,
+    steps: int,
+    rows: dict[str, tuple[Any, list[Path]]] | None = None,
+    profile: Path | None = None,
 ) -> dict[str, float | int | str]:
     """Build, export (unless ``rows`` are given), train SFT then DPO; the figures with the
-    architecture's suffix. Training needs no Django: only the export does."""
+    architecture's suffix; with ``profile``, the trainer's runs' last steps profiled into that
+    folder. Training needs no Django: only the export does."""
     from model_serving.training import data, lengths, trainer  # weight: torch, TRL
     from model_serving.training.spec import (  # beside the trainer, as above
         Stage,
@@ -262,7 +297,8 @@ def run_architecture(
             tokens_per_row = round(statistics.median(tokens))
             figures["gpu_tokens_per_row"] = tokens_per_row
         spec = TrainingSpec(str(base), (Stage(kind, ref),), hyperparameters=settings)
-        clock = StepClock()
+        name = f"{kind}{variant}"
+        clock = StepClock(steps=steps, profile=profile is not None and not variant)
         if cuda:
             gc.collect()  # the last stage's model and trainer hold reference cycles
             torch.cuda.empty_cache()
@@ -275,7 +311,11 @@ def run_architecture(
             if cuda
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
         )
-        name = f"{kind}{variant}"
+        if clock.profiler is not None and profile is not None:
+            table, busy = clock.profiled()
+            (profile / f"profile-{name}-{arch}.txt").write_text(table)
+            if cuda:
+                figures[f"gpu_{name}_device_busy_share_{arch}"] = round(busy, 3)
         unit = "pair" if kind == "dpo" else "sample"
         figures[f"gpu_{name}_s_per_{unit}_{arch}"] = round(seconds, 3)
         figures[f"gpu_{name}_peak_gib_{arch}"] = round(peak, 2)
@@ -402,6 +442,11 @@ def main() -> int:
         "--rows", type=Path, help="train on rows an earlier --prepare wrote (no database needed)"
     )
     parser.add_argument("--results", type=Path, default=RESULTS_PATH)
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help=f"profile the last {PROFILED} steps of SFT and DPO; the tables go to this folder",
+    )
     options = parser.parse_args()
     archs = options.arch or (["7b", "3b"] if torch.cuda.is_available() else ["tiny"])
     if options.rows:
@@ -427,10 +472,14 @@ def main() -> int:
 def measure(archs: list[str], options: argparse.Namespace, rows: dict[str, Any]) -> int:
     """Train each architecture on ``rows``; the table, and the figures written after each."""
     figures: dict[str, Any] = {}
+    if options.profile:
+        options.profile.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as folder:
         for arch in archs:
             print(f"bench-gpu: {arch} on {device_name()}", file=sys.stderr, flush=True)
-            figures |= run_architecture(arch, Path(folder) / arch, options.steps, rows)
+            figures |= run_architecture(
+                arch, Path(folder) / arch, options.steps, rows, options.profile
+            )
             options.results.write_text(json.dumps(figures, indent=2) + "\n")
             shutil.rmtree(Path(folder) / arch)  # a 7B's weights take 16 GiB of disk
     for key, value in figures.items():

@@ -2,7 +2,7 @@
 benchmark. Rows of 1920×1080 screenshots come from the export job (``--prepare``'s part, which
 needs the database); a separate process without Django trains on them (``--rows``, as on a GPU
 machine without Tandem's database): model built locally, SFT and DPO through the real trainer,
-the parts of a step timed alone, every figure of the GPU benchmark."""
+the parts of a step timed alone, every figure of the GPU benchmark, the profiles."""
 
 import json
 import os
@@ -36,7 +36,7 @@ def test_the_gpu_benchmark_runs_the_tiny_architecture_on_rows_made_elsewhere(set
     run = subprocess.run(
         [sys.executable, "-c", f"{probe}; {script}"]
         + ["--rows", str(tmp_path / "rows"), "--arch", "tiny", "--steps", "4"]
-        + ["--results", str(results)],
+        + ["--results", str(results), "--profile", str(tmp_path / "profiles")],
         cwd=ROOT,
         env=environment,
         capture_output=True,
@@ -68,3 +68,9 @@ def test_the_gpu_benchmark_runs_the_tiny_architecture_on_rows_made_elsewhere(set
     assert figures["gpu_dpo_trl_images_encoded_share_tiny"] == 0.25
     assert figures["gpu_dpo_trl_s_per_pair_tiny"] > 0
     assert figures["gpu_dpo_trl_over_shared_tiny"] > 0
+    # The trainer's SFT and DPO runs, profiled over their last two steps; not the anchor.
+    profiles = sorted(p.name for p in (tmp_path / "profiles").iterdir())
+    assert profiles == ["profile-dpo-tiny.txt", "profile-sft-tiny.txt"]
+    for name in profiles:
+        table = (tmp_path / "profiles" / name).read_text()
+        assert "Self CPU" in table and "aten::" in table, table[:500]
