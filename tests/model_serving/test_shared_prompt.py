@@ -44,10 +44,11 @@ def base_model(tmp_path_factory):
     return save_demo_base(tmp_path_factory.mktemp("tiny-base"))
 
 
-@pytest.fixture
-def dpo(settings, tmp_path, project, make_user, base_model):
+@pytest.fixture(params=[1, 2], ids=["one-pair", "two-pairs"])
+def dpo(request, settings, tmp_path, project, make_user, base_model):
     """A packing trainer on a real DPO export, its LoRA B matrices drawn at random (so the
-    policy differs from the reference), and its first batch."""
+    policy differs from the reference), and its first batch: one pair, or two (each packed
+    with its own images)."""
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.TANDEM_EXPORT_STAGING_ROOT = tmp_path / "staging"
     settings.TANDEM_HELD_OUT_SHARE = 0.0
@@ -62,7 +63,7 @@ def dpo(settings, tmp_path, project, make_user, base_model):
     )
     paths = data.fetch(ref, lambda name: default_storage.open(name, "rb"), tmp_path / "rows")
     table = data.load(ref, paths, lambda _: False, tmp_path / "tables")
-    hp = Hyperparameters(max_steps=1, dataloader_workers=0)
+    hp = Hyperparameters(max_steps=1, dataloader_workers=0, batch_size=request.param)
     model = trainer.load_model(str(base_model), hp)
     FrozenVisionTower.install(model)
     assert shared_prompt.install(model)
@@ -84,6 +85,7 @@ def dpo(settings, tmp_path, project, make_user, base_model):
     )
     packing.model.train()
     batch = next(iter(packing.get_train_dataloader()))
+    assert batch["input_ids"].shape[0] == 2 * request.param
     return packing, batch
 
 
@@ -124,9 +126,7 @@ def test_a_packed_pair_gives_trls_loss_gradients_and_figures(dpo):
 def test_the_split_attention_is_the_dense_mask_and_recomputation_takes_it_too(dpo, monkeypatch):
     packing, batch = dpo
     base = packing.model.get_base_model()
-    packed = shared_prompt.pack(batch, 0, base)
-    assert packed is not None
-    split = int(packed.attention_mask.shape[-1]) - packed.rejected.numel()
+    pairs = [shared_prompt.pack(batch, i, base) for i in range(batch["input_ids"].shape[0] // 2)]
     calls: list[tuple[int, int, bool]] = []
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
@@ -137,14 +137,19 @@ def test_the_split_attention_is_the_dense_mask_and_recomputation_takes_it_too(dp
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", record)
     split_loss, split_grads, _ = loss_and_gradients(packing, type(packing)._compute_loss, batch)
 
-    # Two language-model layers, each split in two calls: forward under the policy (with
-    # gradient checkpointing), the reference's forward, and the policy's recomputation in the
-    # backward pass. The prompt and chosen part is causal with no mask to read.
-    language = [c for c in calls if c[1] in (split, packed.attention_mask.shape[-1])]
-    end = int(packed.attention_mask.shape[-1])
-    assert language.count((split, split, True)) == 2 * 3
-    assert language.count((end - split, end, False)) == 2 * 3
-    assert len(language) == 2 * 2 * 3
+    # Each pair, in each of the two language-model layers, in two calls: the prompt and chosen
+    # part causal with no mask to read, the rejected queries against every key; in the
+    # policy's forward (gradient checkpointing on), the reference's forward and the policy's
+    # recomputation in the backward pass. The vision tower's calls are far shorter.
+    expected: list[tuple[int, int, bool]] = []
+    for packed in pairs:
+        assert packed is not None
+        end = int(packed.attention_mask.shape[-1])
+        split = end - packed.rejected.numel()
+        expected += [(split, split, True), (end - split, end, False)] * 2 * 3
+    shortest = min(call[1] for call in expected)  # a prompt: longer than any image's patches
+    language = [c for c in calls if c[1] >= shortest]
+    assert sorted(language) == sorted(expected)
 
     # The same pair through plain SDPA with the dense mask: the same loss and gradients.
     text = base.config.get_text_config()
@@ -159,7 +164,8 @@ def test_a_pair_whose_rows_do_not_share_their_prompt_runs_trls_way(dpo):
     base = packing.model.get_base_model()
     different = dict(batch)
     different["input_ids"] = batch["input_ids"].clone()
-    different["input_ids"][1, 0] += 1  # the rejected row's prompt is no longer the chosen one's
+    rejected = batch["input_ids"].shape[0] // 2  # pair 0's rejected row
+    different["input_ids"][rejected, 0] += 1  # its prompt is no longer the chosen row's
     assert shared_prompt.pack(different, 0, base) is None
     assert shared_prompt.pack(batch, 0, base) is not None
 
