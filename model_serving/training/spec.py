@@ -147,6 +147,11 @@ def hyperparameters(data: dict[str, Any] | None) -> Hyperparameters:
         raise SpecError("max_length and checkpoint_steps must be ≥ 1")
     if hp.dataloader_workers is not None and hp.dataloader_workers < 0:
         raise SpecError("dataloader_workers must be ≥ 0 (or null: chosen by the device)")
+    switches = {"gradient_checkpointing": False, "dpo_shared_prompt": False, "bf16": True}
+    for name, nullable in switches.items():
+        value = getattr(hp, name)
+        if not isinstance(value, bool) and not (nullable and value is None):
+            raise SpecError(f"{name} must be true or false{' (or null)' if nullable else ''}")
     return hp
 
 

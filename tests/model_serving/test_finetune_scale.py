@@ -249,6 +249,14 @@ def test_bad_estimate_requests_get_a_clear_error(exports, base_model):
         "/api/finetune-jobs/estimate/", body([sft], base_model, max_length=0), format="json"
     )
     assert bad.status_code == 400 and "max_length" in bad.json()["error"]["message"]
+    # A switch given as a string ("false" is truthy) is refused, not read as on.
+    switch = body([sft, dpo], base_model, dpo_shared_prompt="false")
+    refused = client.post("/api/finetune-jobs/estimate/", switch, format="json")
+    assert refused.status_code == 400
+    assert "dpo_shared_prompt must be true or false" in refused.json()["error"]["message"]
+    jobs = FineTuneJob.objects.count()
+    assert client.post("/api/finetune-jobs/", switch, format="json").status_code == 400
+    assert FineTuneJob.objects.count() == jobs
     unknown = client.post("/api/finetune-jobs/estimate/", body([sft], "no-such"), format="json")
     assert unknown.status_code == 400 and "unknown base model" in unknown.json()["error"]["message"]
     missing = dict(body([sft], base_model), exports=[10**6])
