@@ -68,7 +68,7 @@ def install(model: Any) -> bool:
         if layout is None:
             return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
         assert attention_mask is not None
-        prompt, split = layout
+        _, split = layout
         kwargs.pop("is_causal", None)
         first, _ = sdpa_attention_forward(
             module,
