@@ -277,7 +277,8 @@ def train(
             f"cannot load the base model {spec.base_model_path}: {error}"
         ) from error
     tower = FrozenVisionTower.install(model)
-    shared_prompt.install(model)
+    if spec.hyperparameters.dpo_shared_prompt and any(s.kind == "dpo" for s in spec.stages):
+        shared_prompt.install(model)
     resume = resume or ResumePoint()
     adapter = resume.adapter or (Path(spec.parent_adapter) if spec.parent_adapter else None)
     if adapter is not None:

@@ -303,8 +303,7 @@ def run_architecture(
             gc.collect()  # the last stage's model and trainer hold reference cycles
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
-        workspace = workdir / f"run-{kind}{variant}"
-        outcome = trainer.train(spec, [table], workspace, clock, NoCheckpoints())
+        outcome = trainer.train(spec, [table], workdir / f"run-{name}", clock, NoCheckpoints())
         seconds = clock.seconds_per_step()
         peak = (
             torch.cuda.max_memory_allocated() / 1024**3
@@ -312,8 +311,8 @@ def run_architecture(
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
         )
         if clock.profiler is not None and profile is not None:
-            table, busy = clock.profiled()
-            (profile / f"profile-{name}-{arch}.txt").write_text(table)
+            operators, busy = clock.profiled()
+            (profile / f"profile-{name}-{arch}.txt").write_text(operators)
             if cuda:
                 figures[f"gpu_{name}_device_busy_share_{arch}"] = round(busy, 3)
         unit = "pair" if kind == "dpo" else "sample"

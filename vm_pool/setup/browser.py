@@ -8,8 +8,8 @@ answers to ``google-chrome``; its profile is ``~/.config/chromium``.
 
 - ``chrome_open_tabs`` (``urls_to_open``): opens each URL in a new tab of the running browser;
   with no browser listening, starts one with the debugging port and the URLs; either way it
-  ends once as many tabs show a page and each has its title, or after ``TAB_WAIT_S``, and the screen
-  is drawn
+  ends once the opened tabs show a page (beside those shown before) and each has its title, or
+  after ``TAB_WAIT_S``, and the screen is drawn
 - ``chrome_close_tabs`` (``urls_to_close``): closes the tabs showing those URLs
 - ``update_browse_history`` (``history``: [{url, title, visit_time_from_now_in_seconds}]): writes
   those visits into the profile's history database, made from OSWorld's empty Chrome history
@@ -72,8 +72,11 @@ def page_tabs(control: DesktopControl) -> list[dict[str, Any]]:
 def open_tabs(run: SetupRun, step: SetupStep) -> None:
     urls = _urls(step, "urls_to_open")
     if not browser_listening(run):
+        expected = len(urls)
         launch_and_draw(run, step, [*BROWSER, *urls])
     else:
+        # Tabs already showing a page must not stand in for the new ones before they are listed.
+        expected = len(_shown(page_tabs(run.control))) + len(urls)
         for url in urls:
             path = f"/json/new?{quote(url, safe='')}"
             reply = run.control.devtools({"method": "PUT", "path": path})
@@ -81,17 +84,22 @@ def open_tabs(run: SetupRun, step: SetupStep) -> None:
                 raise SetupFailed(f"{step.name()}: the browser did not open {url}: {reply}")
     # The browser answers before its tabs show their pages: the first screen must show them.
     deadline = time.monotonic() + TAB_WAIT_S
-    while time.monotonic() < deadline and not _loaded(page_tabs(run.control), len(urls)):
+    while time.monotonic() < deadline and not _loaded(page_tabs(run.control), expected):
         time.sleep(0.2)
     until_drawn(run.control)
 
 
-def _loaded(tabs: list[dict[str, Any]], opened: int) -> bool:
-    """Whether at least ``opened`` tabs show a page and every one has its title: a tab still
+def _loaded(tabs: list[dict[str, Any]], expected: int) -> bool:
+    """Whether at least ``expected`` tabs show a page and every one has its title: a tab still
     loading has none. Addresses are not compared, so a page that redirected counts (the
     browser's own pages, such as its address bar's popup, are not page tabs)."""
-    shown = [t for t in tabs if t.get("url") not in ("", "about:blank")]
-    return len(shown) >= opened and all(t.get("title") for t in shown)
+    shown = _shown(tabs)
+    return len(shown) >= expected and all(t.get("title") for t in shown)
+
+
+def _shown(tabs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tabs that show a page (not a blank one)."""
+    return [t for t in tabs if t.get("url") not in ("", "about:blank")]
 
 
 def _same_url(wanted: str, shown: str) -> bool:
