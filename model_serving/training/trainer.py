@@ -7,11 +7,11 @@ every row is measured first (``lengths``) and a run with a row past ``max_length
 before its first step, naming the row.
 
 Defaults that fit one 80 GB card with a 7B base and five 1080p screenshots a row
-(``make bench-gpu``):
-gradient checkpointing, non-reentrant; the vision tower frozen, outside autograd and run once
-per distinct screenshot a step (``vision``); a DPO pair's prompt through the model once, its
-two completions packed after it (``shared_prompt``); bf16 where the GPU has it;
-flash-attention where it is installed, else PyTorch's SDPA.
+(``make bench-gpu``): gradient checkpointing, non-reentrant; the vision tower frozen, outside
+autograd and run once per distinct screenshot a step (``vision``); a DPO pair's prompt through
+the model once, its two completions packed after it (``shared_prompt``); bf16 where the GPU has
+it, LoRA's inputs kept in bf16 (``precision``); flash-attention where it is installed, else
+PyTorch's SDPA.
 
 **Checkpoints.** Every ``checkpoint_steps`` steps the stage's trainer checkpoint (adapter,
 optimizer, scheduler, random states) goes to a ``Checkpoints`` store, and each finished
@@ -43,7 +43,7 @@ from typing import Any, Protocol
 
 import torch
 
-from model_serving.training import lengths, shared_prompt
+from model_serving.training import lengths, precision, shared_prompt
 from model_serving.training.resume import Checkpoints, ResumePoint
 from model_serving.training.spec import Hyperparameters, LoraSettings, TrainingSpec
 from model_serving.training.vision import FrozenVisionTower
@@ -215,6 +215,7 @@ def _arguments(kind: str, hp: Hyperparameters, output_dir: Path) -> Any:
         "gradient_accumulation_steps": hp.gradient_accumulation_steps,
         "seed": hp.seed,
         "bf16": _bf16(hp),
+        "use_cpu": not torch.cuda.is_available(),  # else bf16 asked of a CPU is refused
         "gradient_checkpointing": hp.gradient_checkpointing,
         "gradient_checkpointing_kwargs": {"use_reentrant": False},
         "dataloader_num_workers": _workers(hp),
@@ -318,6 +319,7 @@ def train(
                 peft_config=None if wrapped else _lora_config(spec.lora),
                 callbacks=[callback],
             )
+            precision.keep_lora_inputs(trainer.model)
             result = trainer.train(
                 resume_from_checkpoint=str(from_checkpoint) if from_checkpoint else None
             )

@@ -296,3 +296,23 @@ def test_a_loss_point_is_appended_to_the_curve_not_written_over_it(exports, base
 
     curve = FineTuneJob.objects.get(pk=job.pk).loss_curve
     assert [p.get("step") for p in curve] == [1, 2, None, 3]
+
+
+def test_a_bf16_job_runs_its_lora_layers_on_bf16_inputs(exports, base_model):
+    sft, dpo, client = exports
+    dtypes: set[torch.dtype] = set()
+
+    def record(module, args):
+        if type(module).__name__ == "Identity" and args:  # LoRA dropout 0: nn.Identity
+            dtypes.add(args[0].dtype)
+
+    created = client.post(
+        "/api/finetune-jobs/", body([sft, dpo], base_model, bf16=True), format="json"
+    )
+    hook = torch.nn.modules.module.register_module_forward_pre_hook(record)
+    try:
+        assert finetune.run_job(created.json()["id"]) == "succeeded"
+    finally:
+        hook.remove()
+
+    assert dtypes == {torch.bfloat16}
