@@ -153,6 +153,7 @@ def create_job(
     try:
         spec = spec_of(job)
         spec.validate()
+        cost.refuse_layers(spec.hyperparameters, path)
     except SpecError as error:
         raise JobRejected(str(error)) from None
     counter = lengths.TokenCounter.for_base(path)
@@ -202,6 +203,7 @@ def estimate_cost(
     path = path or resolve_base_model(base_model)
     try:
         hp = hyperparameters_of(hyperparameters)
+        cost.refuse_layers(hp, path)
     except SpecError as error:
         raise JobRejected(str(error)) from None
     counter = lengths.TokenCounter.for_base(path)

@@ -13,7 +13,10 @@ A job's estimate scales them to the job's rows, under three stated assumptions:
   dominate; attention's quadratic part is small at these lengths);
 - memory is the bf16 weights plus activations that grow with the longest row's tokens, the
   batch size and the parameters;
-- a base of another size in the same family (3B) is scaled by its parameters and says so.
+- a base of another size in the same family (3B) is scaled by its parameters and says so;
+- a decoder layer left out of checkpointing (all of them, with checkpointing off) adds what
+  it keeps for backward (``LAYER_BYTES_PER_TOKEN``) for the longest row; the time is not
+  lowered for it until it is measured on a card.
 
 A base whose architecture has no figures (the demo's tiny model) gets rows and tokens, and no
 GPU estimate, with the reason.
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from model_serving.training.spec import Hyperparameters
+from model_serving.training.spec import Hyperparameters, SpecError
 
 GIB = 1024**3
 
@@ -62,22 +65,48 @@ MEASURED = Measurement(
 
 # Qwen2.5-VL sizes by the language model's hidden size, with their parameter counts.
 ARCHITECTURES = {3584: ("qwen2.5-vl-7b", 8.29e9), 2048: ("qwen2.5-vl-3b", 3.75e9)}
+DECODER_LAYERS = {"qwen2.5-vl-7b": 28, "qwen2.5-vl-3b": 36}
+# What one decoder layer keeps for its backward pass, a token: bf16 autocast, LoRA on every
+# projection with dropout, inputs kept in bf16 (``precision``), SDPA. Measured with saved-tensor
+# hooks on one layer of each architecture, on the CPU (the slope between 512 and 1024 tokens):
+# what a layer left out of checkpointing (``recompute``) adds to the peak.
+LAYER_BYTES_PER_TOKEN = {"qwen2.5-vl-7b": 321_368, "qwen2.5-vl-3b": 185_640}
+
+
+def _text_config(base_model_path: str) -> dict[str, Any] | None:
+    """The language model's part of the base's ``config.json``; None where unreadable."""
+    try:
+        config = json.loads((Path(base_model_path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    text = config.get("text_config") or config
+    return text if isinstance(text, dict) else None
 
 
 def architecture(base_model_path: str, base_model: str) -> tuple[str, float] | None:
     """The base's Qwen2.5-VL size: from its ``config.json`` where readable, else its name."""
-    try:
-        config = json.loads((Path(base_model_path) / "config.json").read_text())
-    except (OSError, ValueError):
-        config = None
+    config = _text_config(base_model_path)
     if config is not None:
-        hidden = (config.get("text_config") or config).get("hidden_size")
+        hidden = config.get("hidden_size")
         return ARCHITECTURES.get(int(hidden)) if hidden else None
     name = base_model.lower()
     for known, parameters in ARCHITECTURES.values():
         if known.rsplit("-", 1)[1] in name.replace("_", "-").split("-"):
             return known, parameters
     return None
+
+
+def refuse_layers(hp: Hyperparameters, base_model_path: str) -> None:
+    """``uncheckpointed_layers`` past the base's decoder layers (where its config says how
+    many) is refused before a job exists; the trainer refuses it again on the model itself."""
+    layers = (_text_config(base_model_path) or {}).get("num_hidden_layers")
+    if isinstance(layers, int) and hp.uncheckpointed_layers > layers:
+        raise SpecError(
+            f"uncheckpointed_layers is {hp.uncheckpointed_layers}, but the base has {layers} "
+            "decoder layers"
+        )
 
 
 def estimate(
@@ -105,7 +134,7 @@ def estimate(
             },
         }
         if arch is not None and tokens:
-            stage |= _gpu(kind, tokens, trained, hp, arch[1])
+            stage |= _gpu(kind, tokens, trained, hp, arch)
         stages.append(stage)
     total: dict[str, Any] = {"stages": stages, "card": MEASURED.card, "source": MEASURED.source}
     if arch is None:
@@ -120,9 +149,10 @@ def estimate(
 
 
 def _gpu(
-    kind: str, tokens: list[int], trained: float, hp: Hyperparameters, parameters: float
+    kind: str, tokens: list[int], trained: float, hp: Hyperparameters, arch: tuple[str, float]
 ) -> dict:
     m = MEASURED
+    name, parameters = arch
     if kind == "sft":
         seconds, peak = m.sft_s_per_row, m.sft_peak_gib
     elif hp.dpo_shared_prompt:
@@ -135,7 +165,12 @@ def _gpu(
     per_token_s = seconds / m.tokens_per_row * size
     per_token_gib = (peak - weights) / m.tokens_per_row * size
     mean_tokens = sum(tokens) / len(tokens)
+    kept = hp.uncheckpointed_layers if hp.gradient_checkpointing else DECODER_LAYERS[name]
+    kept_gib_per_token = kept * LAYER_BYTES_PER_TOKEN[name] / GIB
+    longest = max(tokens) * batch
     return {
         "gpu_hours": round(per_token_s * mean_tokens * trained / 3600, 3),
-        "gpu_memory_gib": round(2 * parameters / GIB + per_token_gib * max(tokens) * batch, 1),
+        "gpu_memory_gib": round(
+            2 * parameters / GIB + (per_token_gib + kept_gib_per_token) * longest, 1
+        ),
     }

@@ -27,7 +27,7 @@ def keep_lora_inputs(model: Any) -> int:
     of layers switched."""
     from peft.tuners.tuners_utils import BaseTunerLayer  # weight: peft, train workers only
 
-    layers = [module for module in model.modules() if isinstance(module, BaseTunerLayer)]
+    layers: list[Any] = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
     for layer in layers:
         layer.cast_input_dtype_enabled = False
     return len(layers)

@@ -43,7 +43,7 @@ from typing import Any, Protocol
 
 import torch
 
-from model_serving.training import lengths, precision, shared_prompt
+from model_serving.training import lengths, precision, recompute, shared_prompt
 from model_serving.training.resume import Checkpoints, ResumePoint
 from model_serving.training.spec import Hyperparameters, LoraSettings, TrainingSpec
 from model_serving.training.vision import FrozenVisionTower
@@ -130,14 +130,20 @@ def _callback(
     stages: int,
     tower: FrozenVisionTower,
     checkpoints: Checkpoints,
+    uncheckpointed_layers: int,
 ) -> Any:
     from transformers import TrainerCallback  # weight: transformers, train workers only
 
     class JobCallback(TrainerCallback):
-        """Reports losses and progress, starts each step with an empty vision cache, stores
-        checkpoints, and stops the trainer once the run is cancelled."""
+        """Leaves layers out of checkpointing once the trainer has turned it on, reports
+        losses and progress, starts each step with an empty vision cache, stores checkpoints,
+        and stops the trainer once the run is cancelled."""
 
         stopped = False
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if args.gradient_checkpointing and uncheckpointed_layers:
+                recompute.leave_out(kwargs["model"], uncheckpointed_layers)
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
             tower.new_step()
@@ -301,7 +307,15 @@ def train(
             f"{stage.dataset.export_id} ({table.num_rows} rows)"
         )
         arguments = _arguments(stage.kind, spec.hyperparameters, workdir / f"stage-{index + 1}")
-        callback = _callback(reporter, index, stage.kind, len(spec.stages), tower, checkpoints)
+        callback = _callback(
+            reporter,
+            index,
+            stage.kind,
+            len(spec.stages),
+            tower,
+            checkpoints,
+            spec.hyperparameters.uncheckpointed_layers,
+        )
         trainer_class = (
             shared_prompt.trainer_class(spec.hyperparameters.dpo_shared_prompt)
             if stage.kind == "dpo"

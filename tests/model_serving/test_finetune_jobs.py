@@ -22,7 +22,6 @@ from annotation.models import DatasetExport
 from backend.accounts.roles import Role
 from backend.attempts import AttemptAlive
 from model_serving import finetune
-from model_serving.demo_model import save_demo_base
 from model_serving.evaluation import is_held_out
 from model_serving.models import FineTuneJob, ModelVersion
 from model_serving.serving import serve_version
@@ -33,11 +32,6 @@ from tests.support.finetune_data import LORA, STEPS, built_export
 from tests.vm_pool.test_storage_s3 import CREDENTIALS, s3_endpoint, s3_storage  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(scope="module")
-def base_model(tmp_path_factory):
-    return save_demo_base(tmp_path_factory.mktemp("tiny-base"))
 
 
 @pytest.fixture

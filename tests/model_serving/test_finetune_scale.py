@@ -11,43 +11,14 @@ import pytest
 import torch
 from django.core.files.storage import default_storage
 
-from backend.accounts.roles import Role
 from model_serving import finetune
-from model_serving.demo_model import save_demo_base
 from model_serving.models import FineTuneJob
 from model_serving.training import cost, lengths, trainer, window_attention
 from model_serving.training.spec import Hyperparameters, hyperparameters
 from model_serving.training.vision import FrozenVisionTower, vision_tower
-from tests.support.export_data import make_episodes
-from tests.support.finetune_data import LORA, STEPS, built_export
+from tests.support.finetune_data import job_body as body
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(scope="module")
-def base_model(tmp_path_factory):
-    return save_demo_base(tmp_path_factory.mktemp("tiny-base"))
-
-
-@pytest.fixture
-def exports(settings, tmp_path, project, make_user, token_client_for):
-    settings.MEDIA_ROOT = tmp_path / "media"
-    settings.TANDEM_EXPORT_STAGING_ROOT = tmp_path / "staging"
-    settings.TANDEM_HELD_OUT_SHARE = 0.0
-    engineer = make_user("erin", project, Role.ENGINEER)
-    make_episodes(project, make_user("ann", project, Role.ANNOTATOR), episodes=2, steps=4)
-    client, _ = token_client_for(engineer, ["models:write"])
-    return built_export(project, engineer, "sft"), built_export(project, engineer, "dpo"), client
-
-
-def body(exports, base_model, **hyperparameters):
-    return {
-        "exports": [e.pk for e in exports],
-        "base_model": str(base_model),
-        "version_name": "ui-tars-ft-scale",
-        "lora": LORA,
-        "hyperparameters": {**STEPS, **hyperparameters},
-    }
 
 
 # --- defaults -------------------------------------------------------------------------------

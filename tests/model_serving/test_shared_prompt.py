@@ -10,7 +10,6 @@ from django.core.files.storage import default_storage
 from trl import DPOTrainer
 
 from backend.accounts.roles import Role
-from model_serving.demo_model import save_demo_base
 from model_serving.training import data, shared_prompt, trainer
 from model_serving.training.spec import (
     DatasetFile,
@@ -37,11 +36,6 @@ METRICS = (
     "logps/chosen",
     "logps/rejected",
 )
-
-
-@pytest.fixture(scope="module")
-def base_model(tmp_path_factory):
-    return save_demo_base(tmp_path_factory.mktemp("tiny-base"))
 
 
 @pytest.fixture(params=[1, 2], ids=["one-pair", "two-pairs"])

@@ -4,18 +4,17 @@ gradient checkpointing, and optimizer steps filled with runs of one episode's ro
 
 import pytest
 import torch
+from django.core.files.storage import default_storage
 from peft import LoraConfig, get_peft_model
+from safetensors.torch import load
 
-from model_serving.demo_model import save_demo_base
-from model_serving.training import precision, trainer
+from model_serving import finetune
+from model_serving.models import FineTuneJob
+from model_serving.training import cost, precision, recompute, trainer
 from model_serving.training.spec import Hyperparameters
+from tests.support.finetune_data import job_body
 
 ALL_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-
-
-@pytest.fixture(scope="module")
-def base_model(tmp_path_factory):
-    return save_demo_base(tmp_path_factory.mktemp("tiny-base"))
 
 
 def _bf16_lora_model(base_model, dropout: float = 0.0):
@@ -92,3 +91,91 @@ def test_lora_dropout_on_bf16_inputs_keeps_less_for_backward(base_model):
     assert len(dtypes) == 14 and set(dtypes) == {torch.bfloat16}
     assert lean_kept < kept * 0.9
     assert torch.isfinite(loss) and all(torch.isfinite(g).all() for g in grads.values())
+
+
+# --- layers left out of checkpointing ------------------------------------------------------
+
+
+def _trained_adapter(client, request):
+    created = client.post("/api/finetune-jobs/", request, format="json")
+    assert created.status_code == 201, created.json()
+    assert finetune.run_job(created.json()["id"]) == "succeeded"
+    job = FineTuneJob.objects.get(pk=created.json()["id"])
+    with default_storage.open(f"{job.artifacts_location}/adapter/adapter_model.safetensors") as f:
+        return load(f.read())
+
+
+@pytest.mark.django_db
+def test_layers_left_out_of_checkpointing_are_not_recomputed_and_learn_the_same(
+    exports, base_model
+):
+    sft, _, client = exports
+    runs = {}
+    for layers in (0, 1):
+        attention_calls = 0
+
+        def count(module, args, output):
+            nonlocal attention_calls
+            attention_calls += type(module).__name__ == "Qwen2_5_VLAttention"
+
+        hook = torch.nn.modules.module.register_module_forward_hook(count)
+        request = job_body([sft], base_model, uncheckpointed_layers=layers)
+        request["version_name"] = f"ui-tars-recompute-{layers}"
+        try:
+            runs[layers] = (_trained_adapter(client, request), attention_calls)
+        finally:
+            hook.remove()
+
+    (checkpointed, every_layer_twice), (kept, one_layer_once) = runs[0], runs[1]
+    # Two steps of the tiny model's two decoder layers: every layer runs again in backward,
+    # except the one left out.
+    assert (every_layer_twice, one_layer_once) == (2 * 2 * 2, 2 * (2 + 1))
+    assert checkpointed.keys() == kept.keys() and checkpointed
+    assert all(torch.equal(checkpointed[name], kept[name]) for name in checkpointed)
+
+
+@pytest.mark.django_db
+def test_more_layers_left_out_than_the_base_has_are_refused_before_a_job_exists(
+    exports, base_model
+):
+    sft, _, client = exports
+    for path in ("/api/finetune-jobs/estimate/", "/api/finetune-jobs/"):
+        request = job_body([sft], base_model, uncheckpointed_layers=3)
+        response = client.post(path, request, format="json")
+        assert response.status_code == 400
+        message = response.json()["error"]["message"]
+        assert "uncheckpointed_layers is 3, but the base has 2 decoder layers" in message
+    for wrong in (-1, 1.5, True, "2"):
+        response = client.post(
+            "/api/finetune-jobs/estimate/",
+            job_body([sft], base_model, uncheckpointed_layers=wrong),
+            format="json",
+        )
+        assert response.status_code == 400, wrong
+        assert "uncheckpointed_layers must be a whole number" in response.json()["error"]["message"]
+    assert not FineTuneJob.objects.exists()
+
+
+def test_the_trainer_refuses_more_layers_than_the_model_has(base_model):
+    model = trainer.load_model(str(base_model), Hyperparameters())
+    model.gradient_checkpointing_enable()
+    with pytest.raises(recompute.TooManyLayers, match="has 2 decoder layers"):
+        recompute.leave_out(model, 3)
+    assert recompute.leave_out(model, 1) == 1
+    assert [layer.gradient_checkpointing for layer in recompute.decoder_layers(model)] == [
+        True,
+        False,
+    ]
+
+
+def test_the_estimate_adds_the_memory_of_the_layers_left_out_of_checkpointing():
+    tokens = [("sft", [10_000, 15_000])]
+    seven = ("qwen2.5-vl-7b", cost.MEASURED.parameters)
+    every = cost.estimate(tokens, Hyperparameters(), seven)["gpu_memory_gib"]
+    four = cost.estimate(tokens, Hyperparameters(uncheckpointed_layers=4), seven)
+    none = cost.estimate(tokens, Hyperparameters(gradient_checkpointing=False), seven)
+
+    layer_gib = cost.LAYER_BYTES_PER_TOKEN["qwen2.5-vl-7b"] * 15_000 / cost.GIB
+    assert four["gpu_memory_gib"] == pytest.approx(every + 4 * layer_gib, abs=0.1)
+    assert none["gpu_memory_gib"] == pytest.approx(every + 28 * layer_gib, abs=0.1)
+    assert none["gpu_memory_gib"] > 100  # as measured: 124 GiB without checkpointing

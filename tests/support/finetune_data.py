@@ -30,3 +30,15 @@ def built_export(
     export.refresh_from_db()
     assert export.status == DatasetExport.Status.SUCCEEDED, export.error
     return export
+
+
+def job_body(exports: list[DatasetExport], base_model: Any, **hyperparameters: Any) -> dict:
+    """A fine-tune request over the API: these exports, the small LoRA, a two-step run with
+    ``hyperparameters`` on top."""
+    return {
+        "exports": [e.pk for e in exports],
+        "base_model": str(base_model),
+        "version_name": "ui-tars-ft-scale",
+        "lora": LORA,
+        "hyperparameters": {**STEPS, **hyperparameters},
+    }
