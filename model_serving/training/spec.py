@@ -113,6 +113,10 @@ class Hyperparameters:
     # the backward pass (``training.recompute``): faster, at about 4.6 GiB a layer for a 7B row
     # of five 1080p screenshots (the estimate adds it). 0: every layer is checkpointed.
     uncheckpointed_layers: int = 0
+    # A step's rows in shuffled runs of this many consecutive steps of one episode, so that
+    # screenshots they share go through the vision tower once (``training.episode_runs``);
+    # 1: rows shuffled one by one.
+    rows_per_episode_run: int = 1
     # A DPO pair's prompt through the model once, the chosen and rejected completions packed
     # after it (``training.shared_prompt``); false: TRL's two sequences a pair.
     dpo_shared_prompt: bool = True
@@ -151,6 +155,8 @@ def hyperparameters(data: dict[str, Any] | None) -> Hyperparameters:
         raise SpecError("max_length and checkpoint_steps must be ≥ 1")
     if not _count(hp.uncheckpointed_layers):
         raise SpecError("uncheckpointed_layers must be a whole number ≥ 0")
+    if not _count(hp.rows_per_episode_run) or hp.rows_per_episode_run < 1:
+        raise SpecError("rows_per_episode_run must be a whole number ≥ 1")
     if hp.dataloader_workers is not None and hp.dataloader_workers < 0:
         raise SpecError("dataloader_workers must be ≥ 0 (or null: chosen by the device)")
     switches = {"gradient_checkpointing": False, "dpo_shared_prompt": False, "bf16": True}

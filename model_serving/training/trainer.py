@@ -11,7 +11,9 @@ Defaults that fit one 80 GB card with a 7B base and five 1080p screenshots a row
 autograd and run once per distinct screenshot a step (``vision``); a DPO pair's prompt through
 the model once, its two completions packed after it (``shared_prompt``); bf16 where the GPU has
 it, LoRA's inputs kept in bf16 (``precision``); flash-attention where it is installed, else
-PyTorch's SDPA.
+PyTorch's SDPA. Two settings trade something for speed and are off by default:
+``uncheckpointed_layers`` (memory, ``recompute``) and ``rows_per_episode_run`` (how varied an
+optimizer step's rows are, ``episode_runs``).
 
 **Checkpoints.** Every ``checkpoint_steps`` steps the stage's trainer checkpoint (adapter,
 optimizer, scheduler, random states) goes to a ``Checkpoints`` store, and each finished
@@ -43,7 +45,7 @@ from typing import Any, Protocol
 
 import torch
 
-from model_serving.training import lengths, precision, recompute, shared_prompt
+from model_serving.training import episode_runs, lengths, precision, recompute, shared_prompt
 from model_serving.training.resume import Checkpoints, ResumePoint
 from model_serving.training.spec import Hyperparameters, LoraSettings, TrainingSpec
 from model_serving.training.vision import FrozenVisionTower
@@ -321,6 +323,13 @@ def train(
             if stage.kind == "dpo"
             else SFTTrainer
         )
+        run = spec.hyperparameters.rows_per_episode_run
+        if run > 1:
+            try:
+                runs = episode_runs.EpisodeRuns.of(table, run, spec.hyperparameters.seed)
+            except episode_runs.NoProvenance as error:
+                raise TrainingFailed(f"export {stage.dataset.export_id}: {error}") from None
+            trainer_class = episode_runs.trainer_class(trainer_class, runs)
         wrapped = isinstance(model, PeftModel)
         started = time.monotonic()
         from_checkpoint = resume.checkpoint if index == len(resume.finished) else None

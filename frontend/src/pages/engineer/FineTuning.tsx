@@ -245,6 +245,28 @@ function NewJobForm({ defaults }: { defaults: TrainingDefaults }) {
             />{" "}
             Gradient checkpointing
           </label>
+          <NumberField
+            id="hp-uncheckpointed-layers"
+            label="Layers kept out of checkpointing (faster, more memory)"
+            value={form.hp.uncheckpointedLayers}
+            onChange={(uncheckpointedLayers) => setHp({ uncheckpointedLayers })}
+            problem={problems.uncheckpointedLayers}
+          />
+          <NumberField
+            id="hp-rows-per-episode-run"
+            label="Rows per episode run (1: shuffled row by row)"
+            value={form.hp.rowsPerEpisodeRun}
+            onChange={(rowsPerEpisodeRun) => setHp({ rowsPerEpisodeRun })}
+            problem={problems.rowsPerEpisodeRun}
+          />
+          <label>
+            <input
+              type="checkbox"
+              checked={form.hp.dpoSharedPrompt}
+              onChange={(e) => setHp({ dpoSharedPrompt: e.target.checked })}
+            />{" "}
+            DPO: each pair's prompt through the model once
+          </label>
           <NumberField id="hp-max-length" label="Max tokens per row" value={form.hp.maxLength} onChange={(maxLength) => setHp({ maxLength })} problem={problems.maxLength} />
         </div>
       </fieldset>

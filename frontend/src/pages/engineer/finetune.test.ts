@@ -28,6 +28,9 @@ const DEFAULTS = {
     seed: 42,
     bf16: null,
     gradient_checkpointing: false,
+    uncheckpointed_layers: 0,
+    rows_per_episode_run: 1,
+    dpo_shared_prompt: true,
   },
 };
 
@@ -91,6 +94,9 @@ describe("jobRequest", () => {
           seed: 42,
           bf16: null,
           gradient_checkpointing: false,
+          uncheckpointed_layers: 0,
+          rows_per_episode_run: 1,
+          dpo_shared_prompt: true,
         },
       },
     });
@@ -103,6 +109,9 @@ describe("jobRequest", () => {
     form.name = "second round";
     form.hp.maxSteps = "20";
     form.hp.bf16 = "off";
+    form.hp.uncheckpointedLayers = "4";
+    form.hp.rowsPerEpisodeRun = "8";
+    form.hp.dpoSharedPrompt = false;
     form.lora.targetModules = "q_proj,  k_proj\nv_proj";
     const result = jobRequest(form);
     if (!("body" in result)) throw new Error(JSON.stringify(result));
@@ -112,6 +121,9 @@ describe("jobRequest", () => {
     expect(result.body.name).toBe("second round");
     expect(result.body.hyperparameters.max_steps).toBe(20);
     expect(result.body.hyperparameters.bf16).toBe(false);
+    expect(result.body.hyperparameters.uncheckpointed_layers).toBe(4);
+    expect(result.body.hyperparameters.rows_per_episode_run).toBe(8);
+    expect(result.body.hyperparameters.dpo_shared_prompt).toBe(false);
     expect(result.body.lora.target_modules).toEqual(["q_proj", "k_proj", "v_proj"]);
   });
 
@@ -123,6 +135,7 @@ describe("jobRequest", () => {
     form.lora.r = "4.5";
     form.hp.learningRate = "fast";
     form.lora.targetModules = " , ";
+    form.hp.rowsPerEpisodeRun = "2.5";
     expect(jobRequest(form)).toEqual({
       problems: {
         exports: "choose at least one dataset export",
@@ -131,6 +144,7 @@ describe("jobRequest", () => {
         targetModules: "at least one module",
         r: "a whole number",
         learningRate: "a number",
+        rowsPerEpisodeRun: "a whole number",
       },
     });
   });

@@ -166,6 +166,9 @@ export interface JobForm {
     seed: string;
     bf16: "auto" | "on" | "off";
     gradientCheckpointing: boolean;
+    uncheckpointedLayers: string;
+    rowsPerEpisodeRun: string;
+    dpoSharedPrompt: boolean;
     maxLength: string;
   };
 }
@@ -198,6 +201,9 @@ export function defaultForm(defaults: TrainingDefaults["defaults"], baseModel = 
       seed: text(h.seed),
       bf16: h.bf16 === true ? "on" : h.bf16 === false ? "off" : "auto",
       gradientCheckpointing: Boolean(h.gradient_checkpointing),
+      uncheckpointedLayers: text(h.uncheckpointed_layers ?? 0),
+      rowsPerEpisodeRun: text(h.rows_per_episode_run ?? 1),
+      dpoSharedPrompt: h.dpo_shared_prompt !== false,
       maxLength: text(h.max_length),
     },
   };
@@ -221,6 +227,9 @@ export interface JobRequest {
     seed: number;
     bf16: boolean | null;
     gradient_checkpointing: boolean;
+    uncheckpointed_layers: number;
+    rows_per_episode_run: number;
+    dpo_shared_prompt: boolean;
     max_length?: number;
   };
 }
@@ -266,6 +275,9 @@ export function jobRequest(form: JobForm): { body: JobRequest } | { problems: Re
       seed: number("seed", form.hp.seed, true),
       bf16: form.hp.bf16 === "auto" ? null : form.hp.bf16 === "on",
       gradient_checkpointing: form.hp.gradientCheckpointing,
+      uncheckpointed_layers: number("uncheckpointedLayers", form.hp.uncheckpointedLayers, true),
+      rows_per_episode_run: number("rowsPerEpisodeRun", form.hp.rowsPerEpisodeRun, true),
+      dpo_shared_prompt: form.hp.dpoSharedPrompt,
     },
   };
   if (form.hp.maxLength.trim()) body.hyperparameters.max_length = number("maxLength", form.hp.maxLength, true);
