@@ -30,6 +30,11 @@ a named architecture, on rows from Tandem's own exporter; writes ``bench-gpu-res
   image processor, on one CPU core; dataloader workers run it beside the GPU),
   ``gpu_vision_s_per_row_<arch>`` (the frozen tower as the trainer runs it) and
   ``gpu_vision_s_per_row_own_<arch>`` (transformers' own attention, one call a window).
+- **Speed settings that trade something** (``--variants``): SFT again with
+  ``uncheckpointed_layers`` (``KEPT_LAYERS`` of the architecture: memory) and with
+  ``rows_per_episode_run`` = ``RUN`` over optimizer steps of ``RUN`` rows (a step's variety):
+  ``gpu_sft_layers_*`` and ``gpu_sft_runs_*`` with each run's ``..._speedup_<arch>``, the
+  trainer's default SFT time over its own.
 - **Profiles** (``--profile DIR``): the last two steps of the SFT and DPO runs under PyTorch's
   profiler (left out of the step time): a table of operators by device time per run in
   ``DIR`` and ``gpu_<kind>_device_busy_share_<arch>``, the share of those steps' wall time the
@@ -58,43 +63,22 @@ from typing import Any
 
 import torch
 
+from tests.bench.gpu_data import HISTORY, build_base, export_rows, full_windows, saved_rows
+
 RESULTS_PATH = Path(__file__).resolve().parents[2] / "bench-gpu-results.json"
 WARM_UP = 2
 PROFILED = 2  # steps under the profiler, with --profile
-HISTORY = 5  # screenshots in a row: the exporter's history window
+# --variants: decoder layers kept out of checkpointing (about 4.6 GiB each on a 7B row, 2.7 on a
+# 3B: both stay under 70 GiB), and rows a run of one episode (optimizer steps of as many rows,
+# RUN_STEPS of them).
+KEPT_LAYERS = {"7b": 8, "3b": 8, "tiny": 1}
+RUN = 8
+RUN_STEPS = 3
 GOALS = {
     "gpu_sft_s_per_sample_7b": "≤ 2.0",
     "gpu_dpo_s_per_pair_7b": "≤ 6",
     "gpu_sft_peak_gib_7b": "≤ 70",
     "gpu_dpo_peak_gib_7b": "≤ 70",
-}
-VISION = {
-    "depth": 32,
-    "hidden_size": 1280,
-    "intermediate_size": 3420,
-    "num_heads": 16,
-    "fullatt_block_indexes": [7, 15, 23, 31],
-    "window_size": 112,
-}
-TEXT = {
-    "7b": {
-        "hidden_size": 3584,
-        "intermediate_size": 18944,
-        "num_hidden_layers": 28,
-        "num_attention_heads": 28,
-        "num_key_value_heads": 4,
-        "vocab_size": 152064,
-        "tie_word_embeddings": False,
-    },
-    "3b": {
-        "hidden_size": 2048,
-        "intermediate_size": 11008,
-        "num_hidden_layers": 36,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 2,
-        "vocab_size": 151936,
-        "tie_word_embeddings": True,
-    },
 }
 
 
@@ -157,123 +141,18 @@ class NoCheckpoints:
         pass
 
 
-def build_base(arch: str, folder: Path) -> Path:
-    """A checkpoint folder of the named architecture with random weights."""
-    from transformers import (  # weight: transformers, only when the benchmark runs
-        Qwen2_5_VLConfig,
-        Qwen2_5_VLForConditionalGeneration,
-        Qwen2VLImageProcessorPil,
-    )
-
-    from model_serving.demo_model import (  # weight: transformers, as above
-        CHAT_TEMPLATE,
-        SPECIAL_TOKENS,
-        ImageOnlyQwen2_5_VLProcessor,
-        save_demo_base,
-        tiny_tokenizer,
-    )
-
-    if arch == "tiny":
-        return save_demo_base(folder)
-    tokenizer = tiny_tokenizer()
-    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
-    text = TEXT[arch] | {
-        "rope_parameters": {
-            "rope_type": "default",
-            "rope_theta": 1e6,
-            "mrope_section": [16, 24, 24],
-        },
-        "max_position_embeddings": 128000,
-        "eos_token_id": ids["<|im_end|>"],
-        "pad_token_id": ids["<|endoftext|>"],
-    }
-    config = Qwen2_5_VLConfig(
-        text_config=text,
-        vision_config=VISION | {"out_hidden_size": text["hidden_size"]},
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-    )
-    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
-        model = Qwen2_5_VLForConditionalGeneration._from_config(config, dtype=torch.bfloat16)
-    model.save_pretrained(folder)
-    del model
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-    limits = {"min_pixels": 3136, "max_pixels": 16384 * 28 * 28}  # UI-TARS-1.5's
-    processor = ImageOnlyQwen2_5_VLProcessor(
-        image_processor=Qwen2VLImageProcessorPil(**limits),
-        tokenizer=tokenizer,
-        chat_template=CHAT_TEMPLATE,
-    )
-    processor.save_pretrained(folder)
-    return folder
-
-
-def export_rows(folder: Path, steps: int) -> dict[str, tuple[Any, list[Path]]]:
-    """SFT and DPO exports of episodes of 1920×1080 screenshots, built by the export job and
-    copied into ``folder`` as a train worker copies them: each kind's ``DatasetRef`` and the
-    local paths of its Parquet files. Needs Django (set up by ``main`` first)."""
-    from django.core.files.storage import default_storage  # Django: set up by main() first
-
-    from annotation.datasets import exports  # Django: as above
-    from annotation.models import DatasetExport, Membership, Project  # Django: as above
-    from backend.accounts.models import User  # Django: as above
-    from backend.accounts.roles import Role  # Django: as above
-    from model_serving.training import data  # weight: pyarrow, only when the benchmark runs
-    from model_serving.training.spec import DatasetFile, DatasetRef  # beside data, as above
-    from tests.support.export_data import make_episodes  # Django: as above
-
-    project = Project.objects.create(name=f"GPU benchmark {time.time_ns()}")
-    annotator, _ = User.objects.get_or_create(username="bench-gpu-annotator")
-    engineer, _ = User.objects.get_or_create(username="bench-gpu-engineer")
-    Membership.objects.create(project=project, user=annotator, role=Role.ANNOTATOR)
-    # A 16-step episode gives six SFT and six DPO rows with a full history window.
-    episodes = max(2, -(-steps // 6))
-    make_episodes(project, annotator, episodes, 16, distinct_screens=8, size=(1920, 1080))
-    rows = {}
-    for kind in ("sft", "dpo"):
-        filters = exports.ExportFilters(exclude_held_out=True)
-        export = exports.create_export(project, engineer, kind, "trl", filters)
-        exports.build_export(export.pk)
-        export.refresh_from_db()
-        if export.status != DatasetExport.Status.SUCCEEDED:
-            raise RuntimeError(f"export {export.pk} {export.status}: {export.error}")
-        ref = DatasetRef(
-            export_id=export.pk,
-            kind=kind,
-            location=export.location,
-            files=tuple(DatasetFile(f["name"], f["sha256"], int(f["size"])) for f in export.files),
-        )
-        paths = data.fetch(ref, lambda name: default_storage.open(name, "rb"), folder / kind)
-        (folder / f"{kind}.json").write_text(json.dumps(ref.to_json()))
-        rows[kind] = (ref, paths)
-    return rows
-
-
-def saved_rows(folder: Path) -> dict[str, tuple[Any, list[Path]]]:
-    """Rows that ``--prepare`` wrote on another machine (no Django needed to read them)."""
-    from model_serving.training.spec import DatasetRef  # beside run_architecture's imports
-
-    rows = {}
-    for kind in ("sft", "dpo"):
-        ref = DatasetRef.from_json(json.loads((folder / f"{kind}.json").read_text()))
-        paths = [folder / kind / f.name.replace("/", "__") for f in ref.parquet_files]
-        rows[kind] = (ref, paths)
-    return rows
-
-
 def run_architecture(
     arch: str,
     workdir: Path,
     steps: int,
     rows: dict[str, tuple[Any, list[Path]]] | None = None,
     profile: Path | None = None,
+    variants: bool = False,
 ) -> dict[str, float | int | str]:
     """Build, export (unless ``rows`` are given), train SFT then DPO; the figures with the
     architecture's suffix; with ``profile``, the trainer's runs' last steps profiled into that
-    folder. Training needs no Django: only the export does."""
+    folder; with ``variants``, SFT with the speed settings that trade something. Training needs
+    no Django: only the export does."""
     from model_serving.training import data, lengths, trainer  # weight: torch, TRL
     from model_serving.training.spec import (  # beside the trainer, as above
         Stage,
@@ -289,6 +168,20 @@ def run_architecture(
     figures: dict[str, float | int | str] = {"gpu_card": device_name()}
     # DPO twice: the trainer's shared prompt, then TRL's own two sequences a pair (the anchor).
     runs = [("sft", "", hp), ("dpo", "", hp), ("dpo", "_trl", replace(hp, dpo_shared_prompt=False))]
+    if variants:
+        runs += [
+            ("sft", "_layers", replace(hp, uncheckpointed_layers=KEPT_LAYERS[arch])),
+            (
+                "sft",
+                "_runs",
+                replace(
+                    hp,
+                    rows_per_episode_run=RUN,
+                    gradient_accumulation_steps=RUN,
+                    max_steps=RUN_STEPS,
+                ),
+            ),
+        ]
     for kind, variant, settings in runs:
         ref, paths = rows[kind]
         table = full_windows(data.load(ref, paths, lambda _: False, workdir / "tables"))
@@ -298,13 +191,15 @@ def run_architecture(
             figures["gpu_tokens_per_row"] = tokens_per_row
         spec = TrainingSpec(str(base), (Stage(kind, ref),), hyperparameters=settings)
         name = f"{kind}{variant}"
-        clock = StepClock(steps=steps, profile=profile is not None and not variant)
+        clock = StepClock(steps=settings.max_steps, profile=profile is not None and not variant)
         if cuda:
             gc.collect()  # the last stage's model and trainer hold reference cycles
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
         outcome = trainer.train(spec, [table], workdir / f"run-{name}", clock, NoCheckpoints())
-        seconds = clock.seconds_per_step()
+        seconds = clock.seconds_per_step() / (
+            settings.batch_size * settings.gradient_accumulation_steps
+        )
         peak = (
             torch.cuda.max_memory_allocated() / 1024**3
             if cuda
@@ -332,6 +227,9 @@ def run_architecture(
         if name == "dpo_trl":
             ours = figures[f"gpu_dpo_s_per_pair_{arch}"]
             figures[f"gpu_dpo_trl_over_shared_{arch}"] = round(seconds / float(ours), 2)
+        if name in ("sft_layers", "sft_runs"):
+            default = figures[f"gpu_sft_s_per_sample_{arch}"]
+            figures[f"gpu_{name}_speedup_{arch}"] = round(float(default) / seconds, 2)
         print(f"bench-gpu: {name} {arch}: {figures}", file=sys.stderr, flush=True)
     return figures
 
@@ -391,15 +289,6 @@ def row_parts(base: Path, parquet: Path, arch: str) -> dict[str, float]:
     }
 
 
-def full_windows(table: Any) -> Any:
-    """The rows whose history window is full (``HISTORY`` screenshots): an episode's first
-    steps have fewer, and the figures are for rows as long as a long episode's."""
-    import pyarrow.compute as pc  # weight: pyarrow, only when the benchmark runs
-
-    counts = pc.list_value_length(table.data.column("images")).to_pylist()
-    return table.select([i for i, n in enumerate(counts) if n == HISTORY])
-
-
 def parameters(base: Path) -> int:
     """The base's parameters, counted on an empty (meta) copy."""
     from transformers import AutoConfig, AutoModelForImageTextToText  # weight: transformers
@@ -442,6 +331,11 @@ def main() -> int:
     )
     parser.add_argument("--results", type=Path, default=RESULTS_PATH)
     parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="also run SFT with uncheckpointed_layers and with rows_per_episode_run",
+    )
+    parser.add_argument(
         "--profile",
         type=Path,
         help=f"profile the last {PROFILED} steps of SFT and DPO; the tables go to this folder",
@@ -477,7 +371,7 @@ def measure(archs: list[str], options: argparse.Namespace, rows: dict[str, Any])
         for arch in archs:
             print(f"bench-gpu: {arch} on {device_name()}", file=sys.stderr, flush=True)
             figures |= run_architecture(
-                arch, Path(folder) / arch, options.steps, rows, options.profile
+                arch, Path(folder) / arch, options.steps, rows, options.profile, options.variants
             )
             options.results.write_text(json.dumps(figures, indent=2) + "\n")
             shutil.rmtree(Path(folder) / arch)  # a 7B's weights take 16 GiB of disk

@@ -2,7 +2,8 @@
 benchmark. Rows of 1920×1080 screenshots come from the export job (``--prepare``'s part, which
 needs the database); a separate process without Django trains on them (``--rows``, as on a GPU
 machine without Tandem's database): model built locally, SFT and DPO through the real trainer,
-the parts of a step timed alone, every figure of the GPU benchmark, the profiles."""
+the parts of a step timed alone, every figure of the GPU benchmark, the speed settings that
+trade something (``--variants``), the profiles."""
 
 import json
 import os
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bench import gpu
+from tests.bench import gpu_data
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +24,7 @@ def test_the_gpu_benchmark_runs_the_tiny_architecture_on_rows_made_elsewhere(set
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.TANDEM_EXPORT_STAGING_ROOT = tmp_path / "staging"
     settings.TANDEM_HELD_OUT_SHARE = 0.0
-    rows = gpu.export_rows(tmp_path / "rows", steps=4)
+    rows = gpu_data.export_rows(tmp_path / "rows", steps=4)
     assert {kind: ref.kind for kind, (ref, _) in rows.items()} == {"sft": "sft", "dpo": "dpo"}
 
     environment = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO")}
@@ -36,7 +37,7 @@ def test_the_gpu_benchmark_runs_the_tiny_architecture_on_rows_made_elsewhere(set
     run = subprocess.run(
         [sys.executable, "-c", f"{probe}; {script}"]
         + ["--rows", str(tmp_path / "rows"), "--arch", "tiny", "--steps", "4"]
-        + ["--results", str(results), "--profile", str(tmp_path / "profiles")],
+        + ["--results", str(results), "--profile", str(tmp_path / "profiles"), "--variants"],
         cwd=ROOT,
         env=environment,
         capture_output=True,
@@ -68,6 +69,13 @@ def test_the_gpu_benchmark_runs_the_tiny_architecture_on_rows_made_elsewhere(set
     assert figures["gpu_dpo_trl_images_encoded_share_tiny"] == 0.25
     assert figures["gpu_dpo_trl_s_per_pair_tiny"] > 0
     assert figures["gpu_dpo_trl_over_shared_tiny"] > 0
+    # The speed settings that trade something: one layer kept out of checkpointing, and
+    # optimizer steps of eight rows in runs of one episode, which share screenshots.
+    for name in ("sft_layers", "sft_runs"):
+        assert figures[f"gpu_{name}_s_per_sample_tiny"] > 0
+        assert figures[f"gpu_{name}_speedup_tiny"] > 0
+    assert figures["gpu_sft_layers_images_encoded_share_tiny"] == 1.0
+    assert figures["gpu_sft_runs_images_encoded_share_tiny"] < 0.6
     # The trainer's SFT and DPO runs, profiled over their last two steps; not the anchor.
     profiles = sorted(p.name for p in (tmp_path / "profiles").iterdir())
     assert profiles == ["profile-dpo-tiny.txt", "profile-sft-tiny.txt"]
