@@ -31,10 +31,12 @@ a named architecture, on rows from Tandem's own exporter; writes ``bench-gpu-res
   ``gpu_vision_s_per_row_<arch>`` (the frozen tower as the trainer runs it) and
   ``gpu_vision_s_per_row_own_<arch>`` (transformers' own attention, one call a window).
 - **Speed settings that trade something** (``--variants``): SFT again with
-  ``uncheckpointed_layers`` (``KEPT_LAYERS`` of the architecture: memory) and with
-  ``rows_per_episode_run`` = ``RUN`` over optimizer steps of ``RUN`` rows (a step's variety):
-  ``gpu_sft_layers_*`` and ``gpu_sft_runs_*`` with each run's ``..._speedup_<arch>``, the
-  trainer's default SFT time over its own.
+  ``uncheckpointed_layers`` (``KEPT_LAYERS`` of the architecture: memory), with
+  ``rows_per_episode_run`` = ``RUN`` over optimizer steps of ``RUN`` rows (a step's variety),
+  and with Liger's fused RMSNorm and SwiGLU kernels (a dependency; GPU only):
+  ``gpu_sft_layers_*``, ``gpu_sft_runs_*`` and ``gpu_sft_liger_*``, each with its
+  ``..._speedup_<arch>``, the trainer's default SFT time over its own. A variant that cannot run
+  or fails says why in ``gpu_sft_<variant>_not_run_<arch>``; the other runs go on.
 - **Profiles** (``--profile DIR``): the last two steps of the SFT and DPO runs under PyTorch's
   profiler (left out of the step time): a table of operators by device time per run in
   ``DIR`` and ``gpu_<kind>_device_busy_share_<arch>``, the share of those steps' wall time the
@@ -48,6 +50,7 @@ limits: a smoke test of every path, run by ``tests/model_serving/test_bench_gpu.
 """
 
 import argparse
+import contextlib
 import gc
 import io
 import json
@@ -57,6 +60,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -171,6 +175,7 @@ def run_architecture(
     if variants:
         runs += [
             ("sft", "_layers", replace(hp, uncheckpointed_layers=KEPT_LAYERS[arch])),
+            ("sft", "_liger", hp),
             (
                 "sft",
                 "_runs",
@@ -196,7 +201,17 @@ def run_architecture(
             gc.collect()  # the last stage's model and trainer hold reference cycles
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
-        outcome = trainer.train(spec, [table], workdir / f"run-{name}", clock, NoCheckpoints())
+        try:
+            with liger_kernels() if variant == "_liger" else contextlib.nullcontext():
+                outcome = trainer.train(
+                    spec, [table], workdir / f"run-{name}", clock, NoCheckpoints()
+                )
+        except Exception as error:  # noqa: BLE001 - a variant's failure is a figure; the rest run
+            if not variant or variant == "_trl":
+                raise
+            figures[f"gpu_{name}_not_run_{arch}"] = f"{type(error).__name__}: {error}"[:400]
+            print(f"bench-gpu: {name} {arch} not run: {error}", file=sys.stderr, flush=True)
+            continue
         seconds = clock.seconds_per_step() / (
             settings.batch_size * settings.gradient_accumulation_steps
         )
@@ -227,11 +242,50 @@ def run_architecture(
         if name == "dpo_trl":
             ours = figures[f"gpu_dpo_s_per_pair_{arch}"]
             figures[f"gpu_dpo_trl_over_shared_{arch}"] = round(seconds / float(ours), 2)
-        if name in ("sft_layers", "sft_runs"):
+        if name in ("sft_layers", "sft_runs", "sft_liger"):
             default = figures[f"gpu_sft_s_per_sample_{arch}"]
             figures[f"gpu_{name}_speedup_{arch}"] = round(float(default) / seconds, 2)
         print(f"bench-gpu: {name} {arch}: {figures}", file=sys.stderr, flush=True)
     return figures
+
+
+class VariantUnavailable(Exception):
+    """A speed setting this machine cannot run; the message says why."""
+
+
+@contextlib.contextmanager
+def liger_kernels() -> Iterator[None]:
+    """Liger's fused RMSNorm and SwiGLU (Triton kernels) in place of transformers' own in its
+    Qwen2.5-VL module, for the models loaded inside; transformers' own again after. (Its M-RoPE
+    kernel replaces a function transformers 5.2x no longer has: M-RoPE is folded into the
+    rotary embedding's tables, so the attention applies ordinary RoPE.)"""
+    if not torch.cuda.is_available():
+        raise VariantUnavailable("Liger's kernels are Triton's: they need a GPU")
+    try:
+        from liger_kernel.transformers import (  # weight: liger-kernel, GPU machines only
+            apply_liger_kernel_to_qwen2_5_vl,
+        )
+    except ImportError as error:
+        raise VariantUnavailable(f"liger-kernel is not installed ({error})") from None
+    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as module  # weight: as above
+
+    names = ("Qwen2_5_VLRMSNorm", "Qwen2RMSNorm", "Qwen2MLP")
+    saved = {name: getattr(module, name) for name in names if hasattr(module, name)}
+    apply_liger_kernel_to_qwen2_5_vl(
+        rope=False,
+        rms_norm=True,
+        swiglu=True,
+        cross_entropy=False,
+        fused_linear_cross_entropy=False,
+    )
+    try:
+        yield
+    finally:
+        for name in names:
+            if name in saved:
+                setattr(module, name, saved[name])
+            elif hasattr(module, name):
+                delattr(module, name)
 
 
 def row_parts(base: Path, parquet: Path, arch: str) -> dict[str, float]:
@@ -333,7 +387,8 @@ def main() -> int:
     parser.add_argument(
         "--variants",
         action="store_true",
-        help="also run SFT with uncheckpointed_layers and with rows_per_episode_run",
+        help="also run SFT with uncheckpointed_layers, with rows_per_episode_run and with Liger's "
+        "kernels (on a GPU with liger-kernel installed)",
     )
     parser.add_argument(
         "--profile",

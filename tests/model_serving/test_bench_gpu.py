@@ -76,6 +76,9 @@ def test_the_gpu_benchmark_runs_the_tiny_architecture_on_rows_made_elsewhere(set
         assert figures[f"gpu_{name}_speedup_tiny"] > 0
     assert figures["gpu_sft_layers_images_encoded_share_tiny"] == 1.0
     assert figures["gpu_sft_runs_images_encoded_share_tiny"] < 0.6
+    # Liger's kernels are Triton's: on the CPU the variant says why it did not run.
+    assert "need a GPU" in figures["gpu_sft_liger_not_run_tiny"]
+    assert "gpu_sft_liger_s_per_sample_tiny" not in figures
     # The trainer's SFT and DPO runs, profiled over their last two steps; not the anchor.
     profiles = sorted(p.name for p in (tmp_path / "profiles").iterdir())
     assert profiles == ["profile-dpo-tiny.txt", "profile-sft-tiny.txt"]
