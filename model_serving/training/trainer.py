@@ -10,7 +10,8 @@ Defaults that fit one 80 GB card with a 7B base and five 1080p screenshots a row
 (``make bench-gpu``): gradient checkpointing, non-reentrant; the vision tower frozen, outside
 autograd and run once per distinct screenshot a step (``vision``); a DPO pair's prompt through
 the model once, its two completions packed after it (``shared_prompt``); bf16 where the GPU has
-it, LoRA's inputs kept in bf16 (``precision``); flash-attention where it is installed, else
+it, LoRA's inputs kept in bf16 (``precision``) and its update added inside its second product
+(``fused_lora``); flash-attention where it is installed, else
 PyTorch's SDPA. Two settings trade something for speed and are off by default:
 ``uncheckpointed_layers`` (memory, ``recompute``) and ``rows_per_episode_run`` (how varied an
 optimizer step's rows are, ``episode_runs``).
@@ -45,7 +46,14 @@ from typing import Any, Protocol
 
 import torch
 
-from model_serving.training import episode_runs, lengths, precision, recompute, shared_prompt
+from model_serving.training import (
+    episode_runs,
+    fused_lora,
+    lengths,
+    precision,
+    recompute,
+    shared_prompt,
+)
 from model_serving.training.resume import Checkpoints, ResumePoint
 from model_serving.training.spec import Hyperparameters, LoraSettings, TrainingSpec
 from model_serving.training.vision import FrozenVisionTower
@@ -343,6 +351,7 @@ def train(
                 callbacks=[callback],
             )
             precision.keep_lora_inputs(trainer.model)
+            fused_lora.install(trainer.model)
             result = trainer.train(
                 resume_from_checkpoint=str(from_checkpoint) if from_checkpoint else None
             )

@@ -16,6 +16,7 @@ from model_serving.models import FineTuneJob
 from model_serving.training import cost, lengths, trainer, window_attention
 from model_serving.training.spec import Hyperparameters, hyperparameters
 from model_serving.training.vision import FrozenVisionTower, vision_tower
+from tests.support.finetune_data import LORA
 from tests.support.finetune_data import job_body as body
 
 pytestmark = pytest.mark.django_db
@@ -269,13 +270,18 @@ def test_a_loss_point_is_appended_to_the_curve_not_written_over_it(exports, base
     assert [p.get("step") for p in curve] == [1, 2, None, 3]
 
 
-def test_a_bf16_job_runs_its_lora_layers_on_bf16_inputs(exports, base_model):
+def test_a_bf16_job_runs_its_lora_layers_on_bf16_inputs_with_the_update_fused(exports, base_model):
     sft, dpo, client = exports
     dtypes: set[torch.dtype] = set()
+    lora_b_calls = 0
 
     def record(module, args):
+        nonlocal lora_b_calls
         if type(module).__name__ == "Identity" and args:  # LoRA dropout 0: nn.Identity
             dtypes.add(args[0].dtype)
+        # LoRA's B (rank 4 in, nothing else is): its weight goes into the fused product, its
+        # own forward never runs.
+        lora_b_calls += isinstance(module, torch.nn.Linear) and module.in_features == LORA["r"]
 
     created = client.post(
         "/api/finetune-jobs/", body([sft, dpo], base_model, bf16=True), format="json"
@@ -287,3 +293,4 @@ def test_a_bf16_job_runs_its_lora_layers_on_bf16_inputs(exports, base_model):
         hook.remove()
 
     assert dtypes == {torch.bfloat16}
+    assert lora_b_calls == 0

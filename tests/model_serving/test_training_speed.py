@@ -3,6 +3,7 @@ the tiny Qwen2.5-VL: LoRA inputs kept in bf16 under autocast, decoder layers lef
 gradient checkpointing, and optimizer steps filled with runs of one episode's rows."""
 
 import json
+import statistics
 
 import datasets
 import pytest
@@ -14,7 +15,14 @@ from safetensors.torch import load
 from backend.accounts.roles import Role
 from model_serving import finetune
 from model_serving.models import FineTuneJob
-from model_serving.training import cost, episode_runs, precision, recompute, trainer
+from model_serving.training import (
+    cost,
+    episode_runs,
+    fused_lora,
+    precision,
+    recompute,
+    trainer,
+)
 from model_serving.training.spec import Hyperparameters
 from tests.support.export_data import make_episodes
 from tests.support.finetune_data import built_export, job_body
@@ -40,9 +48,9 @@ def _bf16_lora_model(base_model, dropout: float = 0.0):
     return model
 
 
-def _step(model, tokens):
-    """One bf16-autocast forward and backward: the loss, the LoRA gradients, and the bytes the
-    forward kept for backward."""
+def _step(model, tokens, autocast: bool = True):
+    """One forward and backward (under bf16 autocast unless told otherwise): the loss, the LoRA
+    gradients, and the bytes the forward kept for backward."""
     kept = 0
 
     def keep(tensor):
@@ -51,7 +59,7 @@ def _step(model, tokens):
         return tensor
 
     model.zero_grad()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         with torch.autograd.graph.saved_tensors_hooks(keep, lambda tensor: tensor):
             loss = model(input_ids=tokens, labels=tokens).loss
         loss.backward()
@@ -96,6 +104,84 @@ def test_lora_dropout_on_bf16_inputs_keeps_less_for_backward(base_model):
     assert len(dtypes) == 14 and set(dtypes) == {torch.bfloat16}
     assert lean_kept < kept * 0.9
     assert torch.isfinite(loss) and all(torch.isfinite(g).all() for g in grads.values())
+
+
+# --- LoRA's update inside its second product ------------------------------------------------
+
+
+def _lora_model(base_model, bf16: bool):
+    if bf16:
+        return _bf16_lora_model(base_model)
+    model = trainer.load_model(str(base_model), Hyperparameters(bf16=False))
+    torch.manual_seed(3)
+    config = LoraConfig(
+        r=4,
+        lora_alpha=12,  # scaling 3: not a power of two, so rounding would show
+        target_modules=trainer.language_model_modules(tuple(ALL_PROJECTIONS)),
+    )
+    model = get_peft_model(model, config)
+    for name, parameter in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(parameter, std=0.05)
+    return model
+
+
+def _relative_errors(grads, truth):
+    return [float((grads[name] - grad).norm() / grad.norm()) for name, grad in truth.items()]
+
+
+def test_the_fused_lora_update_gives_pefts_loss_and_gradients_in_fp32(base_model):
+    model = _lora_model(base_model, bf16=False)
+    tokens = torch.randint(0, 200, (1, 96))
+    loss, grads, _ = _step(model, tokens, autocast=False)
+
+    assert fused_lora.install(model) == 2 * len(ALL_PROJECTIONS)
+    fused_loss, fused_grads, _ = _step(model, tokens, autocast=False)
+
+    assert torch.allclose(fused_loss, loss, rtol=1e-6)
+    assert fused_grads.keys() == grads.keys()
+    assert max(_relative_errors(fused_grads, grads)) < 1e-5
+
+
+def test_the_fused_lora_update_in_bf16_is_as_close_to_fp32_as_pefts(base_model):
+    """In bf16 any change of rounding moves every gradient a little, so both ways are held
+    against the fp32 result of the same weights: the fused one rounds once where PEFT's rounds
+    three times, and must be no farther from it."""
+    truth_model = _lora_model(base_model, bf16=False)
+    weights = {name: value.clone() for name, value in truth_model.state_dict().items()}
+    tokens = torch.randint(0, 200, (1, 96))
+    truth_loss, truth, _ = _step(truth_model, tokens, autocast=False)
+    errors = {}
+    for fused in (False, True):
+        model = _lora_model(base_model, bf16=True)
+        own = model.state_dict()
+        model.load_state_dict({k: v.to(own[k].dtype) for k, v in weights.items()})
+        precision.keep_lora_inputs(model)
+        if fused:
+            fused_lora.install(model)
+        loss, grads, _ = _step(model, tokens)
+        assert torch.allclose(loss, truth_loss, rtol=1e-2)
+        errors[fused] = statistics.mean(_relative_errors(grads, truth))
+
+    assert errors[True] <= errors[False] * 1.05
+
+
+def test_the_fused_forward_leaves_disabled_and_merged_adapters_to_peft(base_model):
+    model = _lora_model(base_model, bf16=False)
+    fused_lora.install(model)
+    tokens = torch.randint(0, 200, (1, 32))
+    with torch.no_grad():
+        adapted = model(input_ids=tokens).logits
+        with model.disable_adapter():
+            base = model(input_ids=tokens).logits
+        model.merge_adapter()
+        merged = model(input_ids=tokens).logits
+        model.unmerge_adapter()
+        again = model(input_ids=tokens).logits
+
+    assert not torch.allclose(adapted, base, atol=1e-3)
+    assert torch.allclose(merged, adapted, atol=1e-5)
+    assert torch.allclose(again, adapted, atol=1e-5)
 
 
 # --- layers left out of checkpointing ------------------------------------------------------
