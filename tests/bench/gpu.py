@@ -130,6 +130,10 @@ class StepClock:
         cuda = torch.cuda.is_available()
         key = "self_device_time_total" if cuda else "self_cpu_time_total"
         table = events.table(sort_by=key, row_limit=40, max_name_column_width=70)
+        inclusive = "device_time_total" if cuda else "cpu_time_total"
+        for event in events:  # ranges the trainer names (record_function), with what is inside
+            if event.key.startswith("tandem."):
+                table += f"\n{event.key}: {getattr(event, inclusive, 0) / 1e3:.1f} ms inclusive"
         wall_us = (self.ends[self.steps - 1] - self.ends[self.steps - 1 - PROFILED]) * 1e6
         busy_us = sum(getattr(e, key, 0) for e in events) if cuda else 0.0
         return table, busy_us / wall_us

@@ -85,3 +85,4 @@ def test_the_gpu_benchmark_runs_the_tiny_architecture_on_rows_made_elsewhere(set
     for name in profiles:
         table = (tmp_path / "profiles" / name).read_text()
         assert "Self CPU" in table and "aten::" in table, table[:500]
+        assert "tandem.vision_tower: " in table  # the tower's inclusive time, named
