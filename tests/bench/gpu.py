@@ -33,8 +33,9 @@ a named architecture, on rows from Tandem's own exporter; writes ``bench-gpu-res
 - **Speed settings that trade something** (``--variants``): SFT again with
   ``uncheckpointed_layers`` (``KEPT_LAYERS`` of the architecture: memory), with
   ``rows_per_episode_run`` = ``RUN`` over optimizer steps of ``RUN`` rows (a step's variety),
-  and with Liger's fused RMSNorm and SwiGLU kernels (a dependency; GPU only):
-  ``gpu_sft_layers_*``, ``gpu_sft_runs_*`` and ``gpu_sft_liger_*``, each with its
+  with Liger's fused RMSNorm and SwiGLU kernels (a dependency; GPU only), and with PyTorch's
+  own fused ``rms_norm`` in place of transformers' RMSNorm: ``gpu_sft_layers_*``,
+  ``gpu_sft_runs_*``, ``gpu_sft_liger_*`` and ``gpu_sft_norm_*``, each with its
   ``..._speedup_<arch>``, the trainer's default SFT time over its own. A variant that cannot run
   or fails says why in ``gpu_sft_<variant>_not_run_<arch>``; the other runs go on.
 - **Profiles** (``--profile DIR``): the last two steps of the SFT and DPO runs under PyTorch's
@@ -180,6 +181,7 @@ def run_architecture(
         runs += [
             ("sft", "_layers", replace(hp, uncheckpointed_layers=KEPT_LAYERS[arch])),
             ("sft", "_liger", hp),
+            ("sft", "_norm", hp),
             (
                 "sft",
                 "_runs",
@@ -206,7 +208,7 @@ def run_architecture(
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
         try:
-            with liger_kernels() if variant == "_liger" else contextlib.nullcontext():
+            with VARIANT_PATCHES.get(variant, contextlib.nullcontext)():
                 outcome = trainer.train(
                     spec, [table], workdir / f"run-{name}", clock, NoCheckpoints()
                 )
@@ -246,7 +248,7 @@ def run_architecture(
         if name == "dpo_trl":
             ours = figures[f"gpu_dpo_s_per_pair_{arch}"]
             figures[f"gpu_dpo_trl_over_shared_{arch}"] = round(seconds / float(ours), 2)
-        if name in ("sft_layers", "sft_runs", "sft_liger"):
+        if name in ("sft_layers", "sft_runs", "sft_liger", "sft_norm"):
             default = figures[f"gpu_sft_s_per_sample_{arch}"]
             figures[f"gpu_{name}_speedup_{arch}"] = round(float(default) / seconds, 2)
         print(f"bench-gpu: {name} {arch}: {figures}", file=sys.stderr, flush=True)
@@ -290,6 +292,32 @@ def liger_kernels() -> Iterator[None]:
                 setattr(module, name, saved[name])
             elif hasattr(module, name):
                 delattr(module, name)
+
+
+@contextlib.contextmanager
+def fused_rms_norm() -> Iterator[None]:
+    """Qwen2.5-VL's RMSNorm as PyTorch's own ``rms_norm`` outside autocast, for the models run
+    inside: on CUDA one fused kernel (bf16 in and out, fp32 inside) where transformers' runs six
+    element-wise ones through fp32 copies; on the CPU it decomposes (the same result, no gain)."""
+    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as module  # weight: as above
+
+    norm = module.Qwen2_5_VLRMSNorm
+    own = norm.forward
+
+    def forward(self: Any, hidden_states: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(hidden_states.device.type, enabled=False):
+            return torch.nn.functional.rms_norm(
+                hidden_states, self.weight.shape, self.weight, self.variance_epsilon
+            )
+
+    norm.forward = forward
+    try:
+        yield
+    finally:
+        norm.forward = own
+
+
+VARIANT_PATCHES = {"_liger": liger_kernels, "_norm": fused_rms_norm}
 
 
 def row_parts(base: Path, parquet: Path, arch: str) -> dict[str, float]:
@@ -391,8 +419,8 @@ def main() -> int:
     parser.add_argument(
         "--variants",
         action="store_true",
-        help="also run SFT with uncheckpointed_layers, with rows_per_episode_run and with Liger's "
-        "kernels (on a GPU with liger-kernel installed)",
+        help="also run SFT with uncheckpointed_layers, with rows_per_episode_run, with Liger's "
+        "kernels (on a GPU with liger-kernel installed) and with PyTorch's fused rms_norm",
     )
     parser.add_argument(
         "--profile",

@@ -69,9 +69,9 @@ def test_the_gpu_benchmark_runs_the_tiny_architecture_on_rows_made_elsewhere(set
     assert figures["gpu_dpo_trl_images_encoded_share_tiny"] == 0.25
     assert figures["gpu_dpo_trl_s_per_pair_tiny"] > 0
     assert figures["gpu_dpo_trl_over_shared_tiny"] > 0
-    # The speed settings that trade something: one layer kept out of checkpointing, and
-    # optimizer steps of eight rows in runs of one episode, which share screenshots.
-    for name in ("sft_layers", "sft_runs"):
+    # The speed settings that trade something: one layer kept out of checkpointing, optimizer
+    # steps of eight rows in runs of one episode, which share screenshots, PyTorch's rms_norm.
+    for name in ("sft_layers", "sft_runs", "sft_norm"):
         assert figures[f"gpu_{name}_s_per_sample_tiny"] > 0
         assert figures[f"gpu_{name}_speedup_tiny"] > 0
     assert figures["gpu_sft_layers_images_encoded_share_tiny"] == 1.0
