@@ -39,13 +39,10 @@ METRICS = (
 
 
 @pytest.fixture(params=[1, 2], ids=["one-pair", "two-pairs"])
-def dpo(request, settings, tmp_path, project, make_user, base_model):
+def dpo(request, export_storage, tmp_path, project, make_user, base_model):
     """A packing trainer on a real DPO export, its LoRA B matrices drawn at random (so the
     policy differs from the reference), and its first batch: one pair, or two (each packed
     with its own images)."""
-    settings.MEDIA_ROOT = tmp_path / "media"
-    settings.TANDEM_EXPORT_STAGING_ROOT = tmp_path / "staging"
-    settings.TANDEM_HELD_OUT_SHARE = 0.0
     engineer = make_user("erin", project, Role.ENGINEER)
     make_episodes(project, make_user("ann", project, Role.ANNOTATOR), episodes=1, steps=4)
     export = built_export(project, engineer, "dpo")

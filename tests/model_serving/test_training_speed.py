@@ -312,11 +312,8 @@ def test_rows_without_provenance_cannot_be_run_by_episode():
 
 @pytest.mark.django_db
 def test_a_step_of_episode_runs_encodes_each_shared_screenshot_once(
-    settings, tmp_path, project, make_user, token_client_for, base_model
+    export_storage, project, make_user, token_client_for, base_model
 ):
-    settings.MEDIA_ROOT = tmp_path / "media"
-    settings.TANDEM_EXPORT_STAGING_ROOT = tmp_path / "staging"
-    settings.TANDEM_HELD_OUT_SHARE = 0.0
     engineer = make_user("erin", project, Role.ENGINEER)
     make_episodes(project, make_user("ann", project, Role.ANNOTATOR), episodes=2, steps=12)
     sft = built_export(project, engineer, "sft")
