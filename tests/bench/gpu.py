@@ -32,12 +32,15 @@ a named architecture, on rows from Tandem's own exporter; writes ``bench-gpu-res
   ``gpu_vision_s_per_row_own_<arch>`` (transformers' own attention, one call a window).
 - **Speed settings that trade something** (``--variants``): SFT again with
   ``uncheckpointed_layers`` (``KEPT_LAYERS`` of the architecture: memory), with
-  ``rows_per_episode_run`` = ``RUN`` over optimizer steps of ``RUN`` rows (a step's variety),
+  ``rows_per_episode_run`` = ``RUN`` over optimizer steps of ``RUN`` rows (a step's variety;
+  its speedup is over the same steps with rows shuffled one by one, ``gpu_sft_accum_*``),
   with Liger's fused RMSNorm and SwiGLU kernels (a dependency; GPU only), and with PyTorch's
   own fused ``rms_norm`` in place of transformers' RMSNorm: ``gpu_sft_layers_*``,
   ``gpu_sft_runs_*``, ``gpu_sft_liger_*`` and ``gpu_sft_norm_*``, each with its
-  ``..._speedup_<arch>``, the trainer's default SFT time over its own. A variant that cannot run
-  or fails says why in ``gpu_sft_<variant>_not_run_<arch>``; the other runs go on.
+  ``..._speedup_<arch>``, the trainer's default SFT time (one row a step) over its own. A
+  variant that cannot run or fails says why in ``gpu_sft_<variant>_not_run_<arch>``; the other
+  runs go on. Runs save only where a step's shuffled rows rarely meet: prepare rows of many
+  episodes (``--prepare DIR --episodes 32``).
 - **Profiles** (``--profile DIR``): the last two steps of the SFT and DPO runs under PyTorch's
   profiler (left out of the step time): a table of operators by device time per run in
   ``DIR`` and ``gpu_<kind>_device_busy_share_<arch>``, the share of those steps' wall time the
@@ -178,20 +181,15 @@ def run_architecture(
     # DPO twice: the trainer's shared prompt, then TRL's own two sequences a pair (the anchor).
     runs = [("sft", "", hp), ("dpo", "", hp), ("dpo", "_trl", replace(hp, dpo_shared_prompt=False))]
     if variants:
+        accumulated = replace(hp, gradient_accumulation_steps=RUN, max_steps=RUN_STEPS)
         runs += [
             ("sft", "_layers", replace(hp, uncheckpointed_layers=KEPT_LAYERS[arch])),
             ("sft", "_liger", hp),
             ("sft", "_norm", hp),
-            (
-                "sft",
-                "_runs",
-                replace(
-                    hp,
-                    rows_per_episode_run=RUN,
-                    gradient_accumulation_steps=RUN,
-                    max_steps=RUN_STEPS,
-                ),
-            ),
+            # Runs against the same steps of RUN rows shuffled one by one: what the runs save,
+            # apart from what accumulating RUN rows a step saves.
+            ("sft", "_accum", accumulated),
+            ("sft", "_runs", replace(accumulated, rows_per_episode_run=RUN)),
         ]
     for kind, variant, settings in runs:
         ref, paths = rows[kind]
@@ -248,9 +246,11 @@ def run_architecture(
         if name == "dpo_trl":
             ours = figures[f"gpu_dpo_s_per_pair_{arch}"]
             figures[f"gpu_dpo_trl_over_shared_{arch}"] = round(seconds / float(ours), 2)
-        if name in ("sft_layers", "sft_runs", "sft_liger", "sft_norm"):
-            default = figures[f"gpu_sft_s_per_sample_{arch}"]
-            figures[f"gpu_{name}_speedup_{arch}"] = round(float(default) / seconds, 2)
+        if name.startswith("sft_"):
+            against = "sft_accum" if name == "sft_runs" else "sft"
+            default = figures.get(f"gpu_{against}_s_per_sample_{arch}")
+            if default is not None:
+                figures[f"gpu_{name}_speedup_{arch}"] = round(float(default) / seconds, 2)
         print(f"bench-gpu: {name} {arch}: {figures}", file=sys.stderr, flush=True)
     return figures
 
@@ -413,6 +413,12 @@ def main() -> int:
         "--prepare", type=Path, help="only export the rows into this folder (needs the database)"
     )
     parser.add_argument(
+        "--episodes",
+        type=int,
+        help="episodes of 16 steps to export (default: as many as --steps rows need; the runs "
+        "of --variants are compared fairly only on many, e.g. 32)",
+    )
+    parser.add_argument(
         "--rows", type=Path, help="train on rows an earlier --prepare wrote (no database needed)"
     )
     parser.add_argument("--results", type=Path, default=RESULTS_PATH)
@@ -442,7 +448,7 @@ def main() -> int:
         with override_settings(
             MEDIA_ROOT=root / "media", TANDEM_EXPORT_STAGING_ROOT=root / "staging"
         ):
-            rows = export_rows(options.prepare or root / "rows", options.steps)
+            rows = export_rows(options.prepare or root / "rows", options.steps, options.episodes)
             if options.prepare:
                 print(f"rows written to {options.prepare}")
                 return 0

@@ -97,10 +97,13 @@ def build_base(arch: str, folder: Path) -> Path:
     return folder
 
 
-def export_rows(folder: Path, steps: int) -> dict[str, tuple[Any, list[Path]]]:
-    """SFT and DPO exports of episodes of 1920×1080 screenshots, built by the export job and
-    copied into ``folder`` as a train worker copies them: each kind's ``DatasetRef`` and the
-    local paths of its Parquet files. Needs Django (set up by ``main`` first)."""
+def export_rows(
+    folder: Path, steps: int, episodes: int | None = None
+) -> dict[str, tuple[Any, list[Path]]]:
+    """SFT and DPO exports of ``episodes`` episodes (by default as many as ``steps`` rows need)
+    of 1920×1080 screenshots, built by the export job and copied into ``folder`` as a train
+    worker copies them: each kind's ``DatasetRef`` and the local paths of its Parquet files.
+    Needs Django (set up by ``main`` first)."""
     from django.core.files.storage import default_storage  # Django: set up by main() first
 
     from annotation.datasets import exports  # Django: as above
@@ -116,9 +119,18 @@ def export_rows(folder: Path, steps: int) -> dict[str, tuple[Any, list[Path]]]:
     engineer, _ = User.objects.get_or_create(username="bench-gpu-engineer")
     Membership.objects.create(project=project, user=annotator, role=Role.ANNOTATOR)
     # A 16-step episode gives six SFT and six DPO rows with a full history window.
-    episodes = max(2, -(-steps // 6))
-    # Every step of an episode shows a screenshot of its own, as on a real desktop.
-    make_episodes(project, annotator, episodes, 16, distinct_screens=64, size=(1920, 1080))
+    episodes = episodes or max(2, -(-steps // 6))
+    # Every step shows a screenshot of its own, as on a real desktop: rows share screenshots
+    # only within their episode's history window.
+    make_episodes(
+        project,
+        annotator,
+        episodes,
+        16,
+        distinct_screens=16 * episodes,
+        episode_offset=16,
+        size=(1920, 1080),
+    )
     rows = {}
     for kind in ("sft", "dpo"):
         filters = exports.ExportFilters(exclude_held_out=True)

@@ -71,11 +71,12 @@ def test_the_gpu_benchmark_runs_the_tiny_architecture_on_rows_made_elsewhere(set
     assert figures["gpu_dpo_trl_over_shared_tiny"] > 0
     # The speed settings that trade something: one layer kept out of checkpointing, optimizer
     # steps of eight rows in runs of one episode, which share screenshots, PyTorch's rms_norm.
-    for name in ("sft_layers", "sft_runs", "sft_norm"):
+    for name in ("sft_layers", "sft_runs", "sft_norm", "sft_accum"):
         assert figures[f"gpu_{name}_s_per_sample_tiny"] > 0
         assert figures[f"gpu_{name}_speedup_tiny"] > 0
     assert figures["gpu_sft_layers_images_encoded_share_tiny"] == 1.0
     assert figures["gpu_sft_runs_images_encoded_share_tiny"] < 0.6
+    assert 0 < figures["gpu_sft_accum_images_encoded_share_tiny"] <= 1
     # Liger's kernels are Triton's: on the CPU the variant says why it did not run.
     assert "need a GPU" in figures["gpu_sft_liger_not_run_tiny"]
     assert "gpu_sft_liger_s_per_sample_tiny" not in figures

@@ -55,11 +55,13 @@ def make_episodes(
     steps: int,
     *,
     distinct_screens: int = 8,
+    episode_offset: int = 1,
     size: tuple[int, int] = (64, 40),
     batch: int = 5_000,
     model_version: str = "ui-tars-1.5-7b",
 ) -> list[int]:
-    """Insert ``episodes`` ended episodes of ``steps`` decided steps each; return their ids."""
+    """Insert ``episodes`` ended episodes of ``steps`` decided steps each; return their ids.
+    Step i of episode n shows screenshot (n × ``episode_offset`` + i) of ``distinct_screens``."""
     screens = [
         store_screenshot(solid_png(*size, (i * 37 % 256, i * 91 % 256, 120)))
         for i in range(distinct_screens)
@@ -100,7 +102,7 @@ def make_episodes(
                 Step(
                     episode=episode,
                     index=index,
-                    observation=screens[(n + index) % distinct_screens],
+                    observation=screens[(n * episode_offset + index) % distinct_screens],
                     decision=decision,
                     final_thought=f"Step {index}.",
                     final_action=MODEL_CLICK if kept_or_accepted else TYPED,
