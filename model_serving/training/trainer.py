@@ -11,10 +11,10 @@ Defaults that fit one 80 GB card with a 7B base and five 1080p screenshots a row
 autograd and run once per distinct screenshot a step (``vision``); a DPO pair's prompt through
 the model once, its two completions packed after it (``shared_prompt``); bf16 where the GPU has
 it, LoRA's inputs kept in bf16 (``precision``) and its update added inside its second product
-(``fused_lora``); flash-attention where it is installed, else
-PyTorch's SDPA. Two settings trade something for speed and are off by default:
-``uncheckpointed_layers`` (memory, ``recompute``) and ``rows_per_episode_run`` (how varied an
-optimizer step's rows are, ``episode_runs``).
+(``fused_lora``); flash-attention where it is installed, else PyTorch's SDPA. Two settings
+trade something for speed and are off by default: ``uncheckpointed_layers`` (memory,
+``recompute``) and ``rows_per_episode_run`` (how varied an optimizer step's rows are,
+``episode_runs``).
 
 **Checkpoints.** Every ``checkpoint_steps`` steps the stage's trainer checkpoint (adapter,
 optimizer, scheduler, random states) goes to a ``Checkpoints`` store, and each finished
