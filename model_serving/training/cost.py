@@ -14,6 +14,9 @@ A job's estimate scales them to the job's rows, under three stated assumptions:
 - memory is the bf16 weights plus activations that grow with the longest row's tokens, the
   batch size and the parameters;
 - a base of another size in the same family (3B) is scaled by its parameters and says so;
+- the vision cache (``vision_cache_gib``) adds its budget, or less where the rows are fewer:
+  at most a row's tokens a row, each of the model's output width in bf16 (a bound: a row brings
+  one new screenshot, a fifth of its visual tokens);
 - a decoder layer left out of checkpointing (all of them, with checkpointing off) adds what
   it keeps for backward (``LAYER_BYTES_PER_TOKEN``) for the longest row; the time is not
   lowered for it until it is measured on a card.
@@ -72,6 +75,8 @@ DECODER_LAYERS = {"qwen2.5-vl-7b": 28, "qwen2.5-vl-3b": 36}
 # hooks on one layer of each architecture, on the CPU (the slope between 512 and 1024 tokens):
 # what a layer left out of checkpointing (``recompute``) adds to the peak.
 LAYER_BYTES_PER_TOKEN = {"qwen2.5-vl-7b": 321_368, "qwen2.5-vl-3b": 185_640}
+# The width of a visual token the vision tower hands the language model (its hidden size).
+VISUAL_TOKEN_WIDTH = {"qwen2.5-vl-7b": 3584, "qwen2.5-vl-3b": 2048}
 
 
 def _text_config(base_model_path: str) -> dict[str, Any] | None:
@@ -169,9 +174,13 @@ def _gpu(
     kept = hp.uncheckpointed_layers if hp.gradient_checkpointing else DECODER_LAYERS[name]
     kept_gib_per_token = kept * LAYER_BYTES_PER_TOKEN[name] / GIB
     longest = max(tokens) * batch
+    cache_gib = min(
+        hp.vision_cache_gib, len(tokens) * max(tokens) * VISUAL_TOKEN_WIDTH[name] * 2 / GIB
+    )
     return {
         "gpu_hours": round(per_token_s * mean_tokens * trained / 3600, 3),
         "gpu_memory_gib": round(
-            2 * parameters / GIB + (per_token_gib + kept_gib_per_token) * longest, 1
+            2 * parameters / GIB + (per_token_gib + kept_gib_per_token) * longest + cache_gib, 1
         ),
+        "vision_cache_gib": round(cache_gib, 2),
     }

@@ -113,10 +113,12 @@ class Hyperparameters:
     # the backward pass (``training.recompute``): faster, at about 4.6 GiB a layer for a 7B row
     # of five 1080p screenshots (the estimate adds it). 0: every layer is checkpointed.
     uncheckpointed_layers: int = 0
-    # A step's rows in shuffled runs of this many consecutive steps of one episode, so that
-    # screenshots they share go through the vision tower once (``training.episode_runs``);
-    # 1: rows shuffled one by one.
-    rows_per_episode_run: int = 1
+    # GPU memory that keeps the frozen vision tower's outputs across steps, so that a
+    # screenshot recurring in later rows is not encoded again (``training.vision``); rows are
+    # shuffled within pools of episodes this holds (``training.episode_pools``). 8 GiB holds
+    # about 440 1080p screenshots on a 7B; 0: each step's own screenshots only, rows shuffled
+    # over the whole dataset.
+    vision_cache_gib: float = 8.0
     # A DPO pair's prompt through the model once, the chosen and rejected completions packed
     # after it (``training.shared_prompt``); false: TRL's two sequences a pair.
     dpo_shared_prompt: bool = True
@@ -155,8 +157,9 @@ def hyperparameters(data: dict[str, Any] | None) -> Hyperparameters:
         raise SpecError("max_length and checkpoint_steps must be ≥ 1")
     if not _count(hp.uncheckpointed_layers):
         raise SpecError("uncheckpointed_layers must be a whole number ≥ 0")
-    if not _count(hp.rows_per_episode_run) or hp.rows_per_episode_run < 1:
-        raise SpecError("rows_per_episode_run must be a whole number ≥ 1")
+    cache = hp.vision_cache_gib
+    if isinstance(cache, bool) or not isinstance(cache, int | float) or not 0 <= cache < 1024:
+        raise SpecError("vision_cache_gib must be a number of GiB, 0 or more (below 1024)")
     if hp.dataloader_workers is not None and hp.dataloader_workers < 0:
         raise SpecError("dataloader_workers must be ≥ 0 (or null: chosen by the device)")
     switches = {"gradient_checkpointing": False, "dpo_shared_prompt": False, "bf16": True}

@@ -8,13 +8,13 @@ before its first step, naming the row.
 
 Defaults that fit one 80 GB card with a 7B base and five 1080p screenshots a row
 (``make bench-gpu``): gradient checkpointing, non-reentrant; the vision tower frozen, outside
-autograd and run once per distinct screenshot a step (``vision``); a DPO pair's prompt through
-the model once, its two completions packed after it (``shared_prompt``); bf16 where the GPU has
-it, LoRA's inputs kept in bf16 (``precision``) and its update added inside its second product
-(``fused_lora``); flash-attention where it is installed, else PyTorch's SDPA. Two settings
-trade something for speed and are off by default: ``uncheckpointed_layers`` (memory,
-``recompute``) and ``rows_per_episode_run`` (how varied an optimizer step's rows are,
-``episode_runs``).
+autograd, its outputs cached across steps so that each screenshot is encoded once while
+cached (``vision``), and the rows shuffled within pools of episodes the cache holds
+(``episode_pools``); a DPO pair's prompt through the model once, its two completions packed
+after it (``shared_prompt``); bf16 where the GPU has it, LoRA's inputs kept in bf16
+(``precision``) and its update added inside its second product (``fused_lora``);
+flash-attention where it is installed, else PyTorch's SDPA. ``uncheckpointed_layers`` trades
+memory for speed and is off by default (``recompute``).
 
 **Checkpoints.** Every ``checkpoint_steps`` steps the stage's trainer checkpoint (adapter,
 optimizer, scheduler, random states) goes to a ``Checkpoints`` store, and each finished
@@ -47,7 +47,7 @@ from typing import Any, Protocol
 import torch
 
 from model_serving.training import (
-    episode_runs,
+    episode_pools,
     fused_lora,
     lengths,
     precision,
@@ -56,10 +56,12 @@ from model_serving.training import (
 )
 from model_serving.training.resume import Checkpoints, ResumePoint
 from model_serving.training.spec import Hyperparameters, LoraSettings, TrainingSpec
-from model_serving.training.vision import FrozenVisionTower
+from model_serving.training.vision import FrozenVisionTower, screenshot_bytes
 
 logger = logging.getLogger(__name__)
 
+GIB = 1024**3
+POOL_SAMPLE = 64  # rows whose screenshots' sizes decide how many a vision cache holds
 LIBRARIES = ("torch", "transformers", "trl", "peft", "datasets", "accelerate")
 ADAPTER = "default"
 
@@ -146,7 +148,7 @@ def _callback(
 
     class JobCallback(TrainerCallback):
         """Leaves layers out of checkpointing once the trainer has turned it on, reports
-        losses and progress, starts each step with an empty vision cache, stores checkpoints,
+        losses and progress, tells the vision cache where each step begins, stores checkpoints,
         and stops the trainer once the run is cancelled."""
 
         stopped = False
@@ -258,6 +260,28 @@ def load_model(path: str, hp: Hyperparameters) -> Any:
     )
 
 
+def _episode_pools(
+    table: Any, model: Any, spec: TrainingSpec, cache_bytes: int
+) -> episode_pools.EpisodePools | None:
+    """The stage's rows pooled by episode (``episode_pools``), each pool as many rows as the
+    vision cache holds screenshots of the largest size among ``POOL_SAMPLE`` rows; None where
+    nothing is cached across steps or the rows do not name their episode."""
+    if cache_bytes == 0 or table.num_rows == 0:
+        return None
+    limits = lengths.TokenCounter.for_base(spec.base_model_path).limits
+    every = max(1, table.num_rows // POOL_SAMPLE)
+    sample = table.select(range(0, table.num_rows, every)[:POOL_SAMPLE])
+    sizes = [
+        lengths.png_size(image["bytes"])
+        for images in sample.data.column("images").to_pylist()
+        for image in images
+        if image and image.get("bytes")
+    ]
+    tokens = max((limits.visual_tokens(w, h) for w, h in sizes), default=1)
+    rows = episode_pools.rows_per_pool(cache_bytes, screenshot_bytes(model, tokens))
+    return episode_pools.EpisodePools.of(table, rows, spec.hyperparameters.seed)
+
+
 def check_lengths(spec: TrainingSpec, shards: list[list[Path]]) -> None:
     """Fail before training when a row is longer than ``max_length`` (``lengths``)."""
     counter = lengths.TokenCounter.for_base(spec.base_model_path)
@@ -293,7 +317,8 @@ def train(
         raise TrainingFailed(
             f"cannot load the base model {spec.base_model_path}: {error}"
         ) from error
-    tower = FrozenVisionTower.install(model)
+    cache_bytes = int(spec.hyperparameters.vision_cache_gib * GIB)
+    tower = FrozenVisionTower.install(model, cache_bytes)
     if spec.hyperparameters.dpo_shared_prompt and any(s.kind == "dpo" for s in spec.stages):
         shared_prompt.install(model)
     resume = resume or ResumePoint()
@@ -331,13 +356,9 @@ def train(
             if stage.kind == "dpo"
             else SFTTrainer
         )
-        run = spec.hyperparameters.rows_per_episode_run
-        if run > 1:
-            try:
-                runs = episode_runs.EpisodeRuns.of(table, run, spec.hyperparameters.seed)
-            except episode_runs.NoProvenance as error:
-                raise TrainingFailed(f"export {stage.dataset.export_id}: {error}") from None
-            trainer_class = episode_runs.trainer_class(trainer_class, runs)
+        pools = _episode_pools(table, model, spec, cache_bytes)
+        if pools is not None:
+            trainer_class = episode_pools.trainer_class(trainer_class, pools)
         wrapped = isinstance(model, PeftModel)
         started = time.monotonic()
         from_checkpoint = resume.checkpoint if index == len(resume.finished) else None

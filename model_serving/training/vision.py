@@ -1,7 +1,7 @@
-"""The vision tower during LoRA training: frozen, outside autograd, each screenshot once a step.
+"""The vision tower during LoRA training: frozen, outside autograd, each screenshot encoded once.
 
 LoRA adapters touch the language model only (``trainer.language_model_modules``), so the
-vision tower never learns. Three rules follow, measured on a 7B on an H200:
+vision tower never learns. Four rules follow, measured on a 7B on an H200:
 
 - **Frozen**: no parameter of the tower requires a gradient.
 - **Outside autograd**: its forward runs under ``torch.no_grad()``. Gradient checkpointing
@@ -10,15 +10,27 @@ vision tower never learns. Three rules follow, measured on a 7B on an H200:
   backward pass that changes nothing (SFT 12.5 s at 30 GiB against 4.1 s at 26 GiB).
 - **Windows batched**: the tower's window attention takes each window size in one call
   (``window_attention``) rather than one call a window.
-- **Once a step**: a screenshot recurs in up to five rows (the history window), and in a DPO
-  step the same prompt's images go through the tower twice (policy and reference; four times
-  where the pair is not packed, ``shared_prompt``). The tower's output for an image depends on
-  its pixels only, so within one optimizer step each distinct image is encoded once: images
-  are matched on their patch grid and their exact pixel values (``torch.equal``; a cheap
-  fingerprint picks the candidates), and the step's cache is dropped when the next step
-  begins.
+- **Each screenshot encoded once while it is cached**: a screenshot recurs in up to five rows
+  (the history window) and, in a DPO step, in the policy's and the reference's forward. The
+  tower's output for an image depends on its pixels only and the tower never changes, so an
+  output stays valid for the whole job: it is kept in a cache of ``cache_bytes`` (the
+  ``vision_cache_gib`` setting) across optimizer steps and evicted least recently used first;
+  what the current step uses is never evicted, so a budget of 0 keeps each step's images and
+  nothing longer. On a 7B, one 1080p screenshot's output is 2,691 × 3,584 bf16 values,
+  18.4 MiB. ``episode_pools`` orders the rows so that an episode's screenshots meet while
+  they are cached.
+
+Images are matched by their patch grid, dtype and two keyed hashes of their pixels' bit
+patterns: for each hash, random 64-bit weights drawn from a seed of this process's own
+(``secrets``; nothing a row can see or choose), the pixels' integer bits times the weights,
+summed with wrap-around on the device. Two different images give the same pair of sums with
+probability at most 2⁻⁶² (each hash: at most 2⁻³¹, since two pixels' bits differ by less than
+2³²), so a recorded screenshot can neither find nor be made to find another's output, and the
+cache keeps no copy of the pixels.
 """
 
+import secrets
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,11 +39,18 @@ from transformers.modeling_outputs import BaseModelOutputWithPooling
 
 from model_serving.training import window_attention
 
+HASHES = 2
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32}  # a pixel's bits, by element size
+
 
 @dataclass
 class _Encoded:
-    pixels: torch.Tensor
     embeds: torch.Tensor
+    step: int  # the last step that used it
+
+    @property
+    def bytes(self) -> int:
+        return self.embeds.numel() * self.embeds.element_size()
 
 
 @dataclass
@@ -48,26 +67,36 @@ class FrozenVisionTower:
 
     tower: Any
     encode: Any  # the tower's own forward
+    cache_bytes: int = 0
     counts: VisionCounts = field(default_factory=VisionCounts)
     windows: window_attention.WindowGroups = field(default_factory=window_attention.WindowGroups)
-    _cache: dict[tuple[Any, ...], list[_Encoded]] = field(default_factory=dict)
+    _cache: "OrderedDict[tuple[Any, ...], _Encoded]" = field(default_factory=OrderedDict)
+    _cached_bytes: int = 0
+    _step: int = 0
+    _seed: int = field(default_factory=lambda: secrets.randbits(63))
 
     @classmethod
-    def install(cls, model: Any) -> "FrozenVisionTower":
+    def install(cls, model: Any, cache_bytes: int = 0) -> "FrozenVisionTower":
         """Freeze ``model``'s vision tower and route its forward through the wrapper."""
-        return cls.wrap(vision_tower(model))
+        return cls.wrap(vision_tower(model), cache_bytes)
 
     @classmethod
-    def wrap(cls, tower: Any) -> "FrozenVisionTower":
+    def wrap(cls, tower: Any, cache_bytes: int = 0) -> "FrozenVisionTower":
         """The same on a vision tower itself."""
         tower.requires_grad_(False)
-        wrapper = cls(tower=tower, encode=tower.forward)
+        wrapper = cls(tower=tower, encode=tower.forward, cache_bytes=cache_bytes)
         tower.forward = wrapper.forward
         window_attention.install(tower, wrapper.windows)
         return wrapper
 
     def new_step(self) -> None:
-        self._cache.clear()
+        """An optimizer step begins: what earlier steps cached may now be evicted."""
+        self._step += 1
+        self._evict()
+
+    @property
+    def cached_bytes(self) -> int:
+        return self._cached_bytes
 
     def forward(
         self, hidden_states: torch.Tensor, grid_thw: torch.Tensor, **kwargs: Any
@@ -76,54 +105,64 @@ class FrozenVisionTower:
         grids = [tuple(int(n) for n in row) for row in grid_thw.tolist()]
         pixel_rows = [t * h * w for t, h, w in grids]
         images = torch.split(hidden_states, pixel_rows)
-        keys = [_key(grid, pixels) for grid, pixels in zip(grids, images, strict=True)]
-        found = [self._cached(key, pixels) for key, pixels in zip(keys, images, strict=True)]
-        distinct: list[int] = []  # images to encode, each unlike the others
-        twin_of: dict[int, int] = {}  # an image repeated in this call → its first occurrence
-        for i, hit in enumerate(found):
-            if hit is not None:
-                continue
-            twin = next(
-                (j for j in distinct if keys[j] == keys[i] and torch.equal(images[j], images[i])),
-                None,
-            )
-            if twin is None:
-                distinct.append(i)
+        keys = self._keys(grids, images)
+        distinct: dict[tuple[Any, ...], int] = {}  # key → its first image, for those to encode
+        for i, key in enumerate(keys):
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                self._cache[key].step = self._step
             else:
-                twin_of[i] = twin
+                distinct.setdefault(key, i)
         self.counts.asked += len(grids)
         self.counts.encoded += len(distinct)
         if distinct:
+            first = list(distinct.values())
             self.windows.clear()
             # Named in profiles (bench-gpu --profile): the tower's share of a step.
             with torch.no_grad(), torch.profiler.record_function("tandem.vision_tower"):
-                out = self.encode(
-                    torch.cat([images[i] for i in distinct]), grid_thw[distinct], **kwargs
-                )
+                out = self.encode(torch.cat([images[i] for i in first]), grid_thw[first], **kwargs)
             self.windows.clear()
-            merged = torch.split(out.pooler_output, [pixel_rows[i] // merge for i in distinct])
-            for i, embeds in zip(distinct, merged, strict=True):
-                encoded = _Encoded(pixels=images[i], embeds=embeds)
-                self._cache.setdefault(keys[i], []).append(encoded)
-                found[i] = encoded
-            for i, twin in twin_of.items():
-                found[i] = found[twin]
-        pooled = torch.cat([hit.embeds for hit in found if hit is not None])
+            merged = torch.split(out.pooler_output, [pixel_rows[i] // merge for i in first])
+            for key, embeds in zip(distinct, merged, strict=True):
+                entry = _Encoded(embeds=embeds, step=self._step)
+                self._cache[key] = entry
+                self._cached_bytes += entry.bytes
+        pooled = torch.cat([self._cache[key].embeds for key in keys])
+        self._evict()
         return BaseModelOutputWithPooling(last_hidden_state=None, pooler_output=pooled)
 
-    def _cached(self, key: tuple[Any, ...], pixels: torch.Tensor) -> _Encoded | None:
-        for entry in self._cache.get(key, []):
-            if torch.equal(entry.pixels, pixels):
-                return entry
-        return None
+    def _evict(self) -> None:
+        """Least recently used first, down to the budget; never what this step used."""
+        while self._cached_bytes > self.cache_bytes and self._cache:
+            key, oldest = next(iter(self._cache.items()))
+            if oldest.step == self._step:
+                return  # every entry left was used by this step
+            del self._cache[key]
+            self._cached_bytes -= oldest.bytes
+
+    def _keys(self, grids: list[tuple[int, ...]], images: tuple[torch.Tensor, ...]) -> list[Any]:
+        """Each image's grid, dtype and keyed hashes (the module docstring), in one sync."""
+        sums = []
+        for pixels in images:
+            bits = pixels.contiguous().view(_BITS[pixels.element_size()]).reshape(-1)
+            generator = torch.Generator(device=pixels.device).manual_seed(self._seed)
+            weights = torch.randint(
+                0, 2**62, (HASHES, bits.numel()), generator=generator, device=pixels.device
+            )
+            sums.append((weights * bits.to(torch.int64)).sum(dim=1))
+        hashes = torch.stack(sums).tolist() if sums else []
+        return [
+            (grid, str(pixels.dtype), *hashed)
+            for grid, pixels, hashed in zip(grids, images, hashes, strict=True)
+        ]
 
 
-def _key(grid: tuple[int, ...], pixels: torch.Tensor) -> tuple[Any, ...]:
-    """A fingerprint that picks candidates; equality is then checked on every pixel."""
-    flat = pixels.reshape(-1)
-    sample = flat[:: max(1, flat.numel() // 64)][:64]
-    numbers = torch.cat([flat.sum().reshape(1), sample]).float().tolist()  # one device sync
-    return (grid, *(round(n, 4) for n in numbers))
+def screenshot_bytes(model: Any, visual_tokens: int) -> int:
+    """What the tower's output for an image of ``visual_tokens`` tokens takes in the cache."""
+    tower = vision_tower(model)
+    config = tower.config
+    width = getattr(config, "out_hidden_size", None) or config.hidden_size
+    return visual_tokens * int(width) * next(tower.parameters()).element_size()
 
 
 def vision_tower(model: Any) -> Any:

@@ -10,9 +10,13 @@ a named architecture, on rows from Tandem's own exporter; writes ``bench-gpu-res
 - **Rows**: episodes of 1920×1080 screenshots (``tests.support.export_data``), SFT and DPO
   exports built by the export job; a row holds five screenshots (the history window).
 - **Runs**: an SFT stage, then a DPO stage on its own, through
-  ``model_serving.training.trainer.train`` with the job defaults (batch 1, one row a step).
-  Step times come from the trainer's progress reports; the first ``WARM_UP`` steps are left
-  out and the median of the rest is reported.
+  ``model_serving.training.trainer.train`` with the job defaults (batch 1, one row a step,
+  the vision cache and its episode pools). Step times come from the trainer's progress
+  reports; the first ``WARM_UP`` steps are left out and the mean of the rest is reported (the
+  mean: steps differ by the screenshots they encode, and a job pays for every step). With the
+  cache, a step's new screenshots are fewer the further into an epoch it is: run a whole
+  epoch (``--steps`` as many as the rows: six a kind an episode, ``--episodes``) for a job's
+  cost; the warm-up steps left out are those that encode the most.
 - **Figures** (BENCH.md, "GPU benchmark"): ``gpu_card``; ``gpu_sft_s_per_sample_<arch>``,
   ``gpu_dpo_s_per_pair_<arch>``; ``gpu_sft_peak_gib_<arch>``, ``gpu_dpo_peak_gib_<arch>``
   (``torch.cuda.max_memory_allocated``; on the CPU the process's peak resident memory) and,
@@ -30,17 +34,16 @@ a named architecture, on rows from Tandem's own exporter; writes ``bench-gpu-res
   image processor, on one CPU core; dataloader workers run it beside the GPU),
   ``gpu_vision_s_per_row_<arch>`` (the frozen tower as the trainer runs it) and
   ``gpu_vision_s_per_row_own_<arch>`` (transformers' own attention, one call a window).
-- **Speed settings that trade something** (``--variants``): SFT again with
-  ``uncheckpointed_layers`` (``KEPT_LAYERS`` of the architecture: memory), with
-  ``rows_per_episode_run`` = ``RUN`` over optimizer steps of ``RUN`` rows (a step's variety;
-  its speedup is over the same steps with rows shuffled one by one, ``gpu_sft_accum_*``),
-  with Liger's fused RMSNorm and SwiGLU kernels (a dependency; GPU only), and with PyTorch's
-  own fused ``rms_norm`` in place of transformers' RMSNorm: ``gpu_sft_layers_*``,
-  ``gpu_sft_runs_*``, ``gpu_sft_liger_*`` and ``gpu_sft_norm_*``, each with its
-  ``..._speedup_<arch>``, the trainer's default SFT time (one row a step) over its own. A
-  variant that cannot run or fails says why in ``gpu_sft_<variant>_not_run_<arch>``; the other
-  runs go on. Runs save only where a step's shuffled rows rarely meet: prepare rows of many
-  episodes (``--prepare DIR --episodes 32``).
+- **Speed settings and candidates** (``--variants``, each ``VARIANT_STEPS`` steps at most):
+  SFT again with ``uncheckpointed_layers`` (``KEPT_LAYERS`` of the architecture: memory),
+  without the vision cache (``vision_cache_gib`` 0: each step's own screenshots, rows
+  shuffled over the dataset; what the cache saves), with Liger's fused RMSNorm and SwiGLU
+  kernels (a dependency; GPU only), and with PyTorch's own fused ``rms_norm`` in place of
+  transformers' RMSNorm: ``gpu_sft_layers_*``, ``gpu_sft_nocache_*``, ``gpu_sft_liger_*``
+  and ``gpu_sft_norm_*``, each with its ``..._speedup_<arch>``, the trainer's default SFT
+  time over its own (below 1: the default is faster). A variant that cannot run or fails says
+  why in ``gpu_sft_<variant>_not_run_<arch>``; the other runs go on. The anchor runs as many
+  steps as the variants.
 - **Profiles** (``--profile DIR``): the last two steps of the SFT and DPO runs under PyTorch's
   profiler (left out of the step time): a table of operators by device time per run in
   ``DIR`` and ``gpu_<kind>_device_busy_share_<arch>``, the share of those steps' wall time the
@@ -77,11 +80,9 @@ RESULTS_PATH = Path(__file__).resolve().parents[2] / "bench-gpu-results.json"
 WARM_UP = 2
 PROFILED = 2  # steps under the profiler, with --profile
 # --variants: decoder layers kept out of checkpointing (about 4.6 GiB each on a 7B row, 2.7 on a
-# 3B: both stay under 70 GiB), and rows a run of one episode (optimizer steps of as many rows,
-# RUN_STEPS of them).
+# 3B: both stay under 70 GiB); the steps each variant (and the anchor) runs at most.
 KEPT_LAYERS = {"7b": 8, "3b": 8, "tiny": 1}
-RUN = 8
-RUN_STEPS = 3
+VARIANT_STEPS = 8
 GOALS = {
     "gpu_sft_s_per_sample_7b": "≤ 2.0",
     "gpu_dpo_s_per_pair_7b": "≤ 6",
@@ -125,7 +126,7 @@ class StepClock:
         gaps = [b - a for a, b in zip(self.ends[:-2], self.ends[1:-1], strict=True)]
         if self.profiler is not None:
             gaps = gaps[:-PROFILED]
-        return statistics.median(gaps[WARM_UP - 1 :] or gaps)
+        return statistics.mean(gaps[WARM_UP - 1 :] or gaps)
 
     def profiled(self) -> tuple[str, float]:
         """The profiled steps' table of operators (by device time on a GPU, CPU time on the
@@ -178,18 +179,19 @@ def run_architecture(
     counter = lengths.TokenCounter.for_base(str(base))
     hp = hyperparameters({"max_steps": steps, "gradient_accumulation_steps": 1})
     figures: dict[str, float | int | str] = {"gpu_card": device_name()}
+    short = replace(hp, max_steps=min(steps, VARIANT_STEPS))
     # DPO twice: the trainer's shared prompt, then TRL's own two sequences a pair (the anchor).
-    runs = [("sft", "", hp), ("dpo", "", hp), ("dpo", "_trl", replace(hp, dpo_shared_prompt=False))]
+    runs = [
+        ("sft", "", hp),
+        ("dpo", "", hp),
+        ("dpo", "_trl", replace(short, dpo_shared_prompt=False)),
+    ]
     if variants:
-        accumulated = replace(hp, gradient_accumulation_steps=RUN, max_steps=RUN_STEPS)
         runs += [
-            ("sft", "_layers", replace(hp, uncheckpointed_layers=KEPT_LAYERS[arch])),
-            ("sft", "_liger", hp),
-            ("sft", "_norm", hp),
-            # Runs against the same steps of RUN rows shuffled one by one: what the runs save,
-            # apart from what accumulating RUN rows a step saves.
-            ("sft", "_accum", accumulated),
-            ("sft", "_runs", replace(accumulated, rows_per_episode_run=RUN)),
+            ("sft", "_layers", replace(short, uncheckpointed_layers=KEPT_LAYERS[arch])),
+            ("sft", "_nocache", replace(short, vision_cache_gib=0)),
+            ("sft", "_liger", short),
+            ("sft", "_norm", short),
         ]
     for kind, variant, settings in runs:
         ref, paths = rows[kind]
@@ -247,8 +249,7 @@ def run_architecture(
             ours = figures[f"gpu_dpo_s_per_pair_{arch}"]
             figures[f"gpu_dpo_trl_over_shared_{arch}"] = round(seconds / float(ours), 2)
         if name.startswith("sft_"):
-            against = "sft_accum" if name == "sft_runs" else "sft"
-            default = figures.get(f"gpu_{against}_s_per_sample_{arch}")
+            default = figures.get(f"gpu_sft_s_per_sample_{arch}")
             if default is not None:
                 figures[f"gpu_{name}_speedup_{arch}"] = round(float(default) / seconds, 2)
         print(f"bench-gpu: {name} {arch}: {figures}", file=sys.stderr, flush=True)
@@ -366,7 +367,7 @@ def row_parts(base: Path, parquet: Path, arch: str) -> dict[str, float]:
         return min(times[1:])
 
     own = seconds(lambda: tower(pixels, grid))
-    frozen = FrozenVisionTower.wrap(tower)
+    frozen = FrozenVisionTower.wrap(tower)  # no cache across steps: every run encodes
     batched = seconds(lambda: (frozen.new_step(), tower(pixels, grid)))
     return {
         f"gpu_preprocess_s_per_row_{arch}": round(preprocess, 3),
@@ -415,8 +416,8 @@ def main() -> int:
     parser.add_argument(
         "--episodes",
         type=int,
-        help="episodes of 16 steps to export (default: as many as --steps rows need; the runs "
-        "of --variants are compared fairly only on many, e.g. 32)",
+        help="episodes of 16 steps to export, six SFT and six DPO rows each with a full history "
+        "window (default: as many as --steps rows need)",
     )
     parser.add_argument(
         "--rows", type=Path, help="train on rows an earlier --prepare wrote (no database needed)"
@@ -425,7 +426,7 @@ def main() -> int:
     parser.add_argument(
         "--variants",
         action="store_true",
-        help="also run SFT with uncheckpointed_layers, with rows_per_episode_run, with Liger's "
+        help="also run SFT with uncheckpointed_layers, without the vision cache, with Liger's "
         "kernels (on a GPU with liger-kernel installed) and with PyTorch's fused rms_norm",
     )
     parser.add_argument(

@@ -62,21 +62,20 @@ def test_the_gpu_benchmark_runs_the_tiny_architecture_on_rows_made_elsewhere(set
     ):
         assert figures[key] > 0, key
     assert figures["gpu_sft_floor_share_tiny"] < 1  # the floor is a floor
-    # SFT encodes every screenshot it is asked for; DPO asks twice for each (policy and
-    # reference) and encodes once; TRL's own DPO, the anchor, asks four times.
-    assert figures["gpu_sft_images_encoded_share_tiny"] == 1.0
-    assert figures["gpu_dpo_images_encoded_share_tiny"] == 0.5
-    assert figures["gpu_dpo_trl_images_encoded_share_tiny"] == 0.25
+    # Without the vision cache SFT encodes every screenshot it is asked for. With it (the
+    # default) a screenshot met again in a later step is not encoded again; DPO asks twice for
+    # each (policy and reference: the pair packed) and TRL's own DPO, the anchor, four times.
+    assert figures["gpu_sft_nocache_images_encoded_share_tiny"] == 1.0
+    assert figures["gpu_sft_images_encoded_share_tiny"] < 1.0
+    assert figures["gpu_dpo_images_encoded_share_tiny"] < 0.5
+    assert figures["gpu_dpo_trl_images_encoded_share_tiny"] < 0.25
     assert figures["gpu_dpo_trl_s_per_pair_tiny"] > 0
     assert figures["gpu_dpo_trl_over_shared_tiny"] > 0
-    # The speed settings that trade something: one layer kept out of checkpointing, optimizer
-    # steps of eight rows in runs of one episode, which share screenshots, PyTorch's rms_norm.
-    for name in ("sft_layers", "sft_runs", "sft_norm", "sft_accum"):
+    # The speed settings and candidates: one layer kept out of checkpointing, no vision cache,
+    # PyTorch's rms_norm.
+    for name in ("sft_layers", "sft_nocache", "sft_norm"):
         assert figures[f"gpu_{name}_s_per_sample_tiny"] > 0
         assert figures[f"gpu_{name}_speedup_tiny"] > 0
-    assert figures["gpu_sft_layers_images_encoded_share_tiny"] == 1.0
-    assert figures["gpu_sft_runs_images_encoded_share_tiny"] < 0.6
-    assert 0 < figures["gpu_sft_accum_images_encoded_share_tiny"] <= 1
     # Liger's kernels are Triton's: on the CPU the variant says why it did not run.
     assert "need a GPU" in figures["gpu_sft_liger_not_run_tiny"]
     assert "gpu_sft_liger_s_per_sample_tiny" not in figures

@@ -1,31 +1,26 @@
 """What makes a training step cheaper without changing what it learns, checked on the CPU with
 the tiny Qwen2.5-VL: LoRA inputs kept in bf16 under autocast, decoder layers left out of
-gradient checkpointing, and optimizer steps filled with runs of one episode's rows."""
+gradient checkpointing (the vision cache has ``test_vision_cache``)."""
 
-import json
 import statistics
 
-import datasets
 import pytest
 import torch
 from django.core.files.storage import default_storage
 from peft import LoraConfig, get_peft_model
 from safetensors.torch import load
 
-from backend.accounts.roles import Role
 from model_serving import finetune
 from model_serving.models import FineTuneJob
 from model_serving.training import (
     cost,
-    episode_runs,
     fused_lora,
     precision,
     recompute,
     trainer,
 )
 from model_serving.training.spec import Hyperparameters
-from tests.support.export_data import make_episodes
-from tests.support.finetune_data import built_export, job_body
+from tests.support.finetune_data import job_body
 
 ALL_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -270,73 +265,3 @@ def test_the_estimate_adds_the_memory_of_the_layers_left_out_of_checkpointing():
     assert four["gpu_memory_gib"] == pytest.approx(every + 4 * layer_gib, abs=0.1)
     assert none["gpu_memory_gib"] == pytest.approx(every + 28 * layer_gib, abs=0.1)
     assert none["gpu_memory_gib"] > 100  # as measured: 124 GiB without checkpointing
-
-
-# --- an optimizer step's rows in runs of one episode ---------------------------------------
-
-
-def test_runs_are_consecutive_steps_of_one_episode_each_row_once_an_epoch():
-    # Rows as an export may hold them: episodes interleaved, steps out of order.
-    episodes = [7, 3, 7, 3, 7, 3, 7, 7, 3, 7]
-    steps = [4, 2, 1, 1, 3, 3, 2, 6, 4, 5]
-    runs = episode_runs.EpisodeRuns(episodes, steps, run=3, seed=42)
-
-    assert len(runs) == 10
-    as_rows = sorted(tuple((episodes[r], steps[r]) for r in run) for run in runs.runs)
-    assert as_rows == [
-        ((3, 1), (3, 2), (3, 3)),
-        ((3, 4),),
-        ((7, 1), (7, 2), (7, 3)),
-        ((7, 4), (7, 5), (7, 6)),
-    ]
-    first = list(runs)
-    assert sorted(first) == list(range(10))
-    assert runs.order(0) == first  # the same order again: a resumed job reads the same rows
-    cuts = {tuple(run) for run in runs.runs}
-    position = 0
-    while position < len(first):  # the epoch is the runs, each kept whole, one after another
-        run = next(r for r in cuts if tuple(first[position : position + len(r)]) == r)
-        position += len(run)
-    orders = set()
-    for epoch in range(6):
-        runs.set_epoch(epoch)
-        orders.add(tuple(runs))
-    assert len(orders) > 1  # reshuffled each epoch
-
-
-def test_rows_without_provenance_cannot_be_run_by_episode():
-    table = datasets.Dataset.from_dict({"prompt": ["a"], "episode_id": [1]})
-    with pytest.raises(episode_runs.NoProvenance, match="step_index"):
-        episode_runs.EpisodeRuns.of(table, 2, seed=1)
-
-
-@pytest.mark.django_db
-def test_a_step_of_episode_runs_encodes_each_shared_screenshot_once(
-    export_storage, project, make_user, token_client_for, base_model
-):
-    engineer = make_user("erin", project, Role.ENGINEER)
-    make_episodes(project, make_user("ann", project, Role.ANNOTATOR), episodes=2, steps=12)
-    sft = built_export(project, engineer, "sft")
-    client, _ = token_client_for(engineer, ["models:write"])
-    run, steps = 3, 2
-    request = job_body([sft], base_model, rows_per_episode_run=run, gradient_accumulation_steps=run)
-    request["hyperparameters"]["max_steps"] = steps
-
-    created = client.post("/api/finetune-jobs/", request, format="json")
-    assert finetune.run_job(created.json()["id"]) == "succeeded"
-    job = FineTuneJob.objects.get(pk=created.json()["id"])
-    with default_storage.open(f"{job.artifacts_location}/adapter/tandem_training.json") as f:
-        counts = json.load(f)["stages"][0]["vision_tower"]
-
-    rows = datasets.load_dataset(
-        "parquet", data_files=default_storage.path(f"{sft.location}data/*.parquet"), split="train"
-    )
-    order = episode_runs.EpisodeRuns.of(rows, run, seed=Hyperparameters().seed).order(0)
-    images = [[image.tobytes() for image in row["images"]] for row in rows]
-    asked = encoded = 0
-    for step in range(steps):
-        step_rows = order[step * run : (step + 1) * run]
-        asked += sum(len(images[r]) for r in step_rows)
-        encoded += len({image for r in step_rows for image in images[r]})
-    assert (counts["asked"], counts["encoded"]) == (asked, encoded)
-    assert encoded < asked

@@ -253,11 +253,11 @@ function NewJobForm({ defaults }: { defaults: TrainingDefaults }) {
             problem={problems.uncheckpointedLayers}
           />
           <NumberField
-            id="hp-rows-per-episode-run"
-            label="Rows per episode run (1: shuffled row by row)"
-            value={form.hp.rowsPerEpisodeRun}
-            onChange={(rowsPerEpisodeRun) => setHp({ rowsPerEpisodeRun })}
-            problem={problems.rowsPerEpisodeRun}
+            id="hp-vision-cache-gib"
+            label="GPU memory for encoded screenshots, GiB (0: each step's own)"
+            value={form.hp.visionCacheGib}
+            onChange={(visionCacheGib) => setHp({ visionCacheGib })}
+            problem={problems.visionCacheGib}
           />
           <label>
             <input

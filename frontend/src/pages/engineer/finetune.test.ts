@@ -29,7 +29,7 @@ const DEFAULTS = {
     bf16: null,
     gradient_checkpointing: false,
     uncheckpointed_layers: 0,
-    rows_per_episode_run: 1,
+    vision_cache_gib: 8,
     dpo_shared_prompt: true,
   },
 };
@@ -95,7 +95,7 @@ describe("jobRequest", () => {
           bf16: null,
           gradient_checkpointing: false,
           uncheckpointed_layers: 0,
-          rows_per_episode_run: 1,
+          vision_cache_gib: 8,
           dpo_shared_prompt: true,
         },
       },
@@ -110,7 +110,7 @@ describe("jobRequest", () => {
     form.hp.maxSteps = "20";
     form.hp.bf16 = "off";
     form.hp.uncheckpointedLayers = "4";
-    form.hp.rowsPerEpisodeRun = "8";
+    form.hp.visionCacheGib = "2.5";
     form.hp.dpoSharedPrompt = false;
     form.lora.targetModules = "q_proj,  k_proj\nv_proj";
     const result = jobRequest(form);
@@ -122,7 +122,7 @@ describe("jobRequest", () => {
     expect(result.body.hyperparameters.max_steps).toBe(20);
     expect(result.body.hyperparameters.bf16).toBe(false);
     expect(result.body.hyperparameters.uncheckpointed_layers).toBe(4);
-    expect(result.body.hyperparameters.rows_per_episode_run).toBe(8);
+    expect(result.body.hyperparameters.vision_cache_gib).toBe(2.5);
     expect(result.body.hyperparameters.dpo_shared_prompt).toBe(false);
     expect(result.body.lora.target_modules).toEqual(["q_proj", "k_proj", "v_proj"]);
   });
@@ -135,7 +135,7 @@ describe("jobRequest", () => {
     form.lora.r = "4.5";
     form.hp.learningRate = "fast";
     form.lora.targetModules = " , ";
-    form.hp.rowsPerEpisodeRun = "2.5";
+    form.hp.visionCacheGib = "lots";
     expect(jobRequest(form)).toEqual({
       problems: {
         exports: "choose at least one dataset export",
@@ -144,7 +144,7 @@ describe("jobRequest", () => {
         targetModules: "at least one module",
         r: "a whole number",
         learningRate: "a number",
-        rowsPerEpisodeRun: "a whole number",
+        visionCacheGib: "a number",
       },
     });
   });

@@ -167,7 +167,7 @@ export interface JobForm {
     bf16: "auto" | "on" | "off";
     gradientCheckpointing: boolean;
     uncheckpointedLayers: string;
-    rowsPerEpisodeRun: string;
+    visionCacheGib: string;
     dpoSharedPrompt: boolean;
     maxLength: string;
   };
@@ -202,7 +202,7 @@ export function defaultForm(defaults: TrainingDefaults["defaults"], baseModel = 
       bf16: h.bf16 === true ? "on" : h.bf16 === false ? "off" : "auto",
       gradientCheckpointing: Boolean(h.gradient_checkpointing),
       uncheckpointedLayers: text(h.uncheckpointed_layers ?? 0),
-      rowsPerEpisodeRun: text(h.rows_per_episode_run ?? 1),
+      visionCacheGib: text(h.vision_cache_gib ?? 8),
       dpoSharedPrompt: h.dpo_shared_prompt !== false,
       maxLength: text(h.max_length),
     },
@@ -228,7 +228,7 @@ export interface JobRequest {
     bf16: boolean | null;
     gradient_checkpointing: boolean;
     uncheckpointed_layers: number;
-    rows_per_episode_run: number;
+    vision_cache_gib: number;
     dpo_shared_prompt: boolean;
     max_length?: number;
   };
@@ -276,7 +276,7 @@ export function jobRequest(form: JobForm): { body: JobRequest } | { problems: Re
       bf16: form.hp.bf16 === "auto" ? null : form.hp.bf16 === "on",
       gradient_checkpointing: form.hp.gradientCheckpointing,
       uncheckpointed_layers: number("uncheckpointedLayers", form.hp.uncheckpointedLayers, true),
-      rows_per_episode_run: number("rowsPerEpisodeRun", form.hp.rowsPerEpisodeRun, true),
+      vision_cache_gib: number("visionCacheGib", form.hp.visionCacheGib, false),
       dpo_shared_prompt: form.hp.dpoSharedPrompt,
     },
   };
