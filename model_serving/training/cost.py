@@ -17,6 +17,8 @@ A job's estimate scales them to the job's rows, under three stated assumptions:
 - the vision cache (``vision_cache_gib``) adds its budget, or less where the rows are fewer:
   at most a row's tokens a row, each of the model's output width in bf16 (a bound: a row brings
   one new screenshot, a fifth of its visual tokens);
+- a checkpointed layer that keeps its attention output (``keep_attention``) adds that output
+  (``ATTENTION_BYTES_PER_TOKEN``) for the longest row;
 - a decoder layer left out of checkpointing (all of them, with checkpointing off) adds what
   it keeps for backward (``LAYER_BYTES_PER_TOKEN``) for the longest row; the time is not
   lowered for it until it is measured on a card.
@@ -77,6 +79,9 @@ DECODER_LAYERS = {"qwen2.5-vl-7b": 28, "qwen2.5-vl-3b": 36}
 LAYER_BYTES_PER_TOKEN = {"qwen2.5-vl-7b": 321_368, "qwen2.5-vl-3b": 185_640}
 # The width of a visual token the vision tower hands the language model (its hidden size).
 VISUAL_TOKEN_WIDTH = {"qwen2.5-vl-7b": 3584, "qwen2.5-vl-3b": 2048}
+# What a checkpointed layer keeps of its attention kernel (``recompute.keep_attention``), a
+# token: the output in bf16 (the hidden size) and a float32 log-sum-exp a head.
+ATTENTION_BYTES_PER_TOKEN = {"qwen2.5-vl-7b": 3584 * 2 + 28 * 4, "qwen2.5-vl-3b": 2048 * 2 + 16 * 4}
 
 
 def _text_config(base_model_path: str) -> dict[str, Any] | None:
@@ -173,6 +178,9 @@ def _gpu(
     mean_tokens = sum(tokens) / len(tokens)
     kept = hp.uncheckpointed_layers if hp.gradient_checkpointing else DECODER_LAYERS[name]
     kept_gib_per_token = kept * LAYER_BYTES_PER_TOKEN[name] / GIB
+    if hp.gradient_checkpointing and hp.keep_attention:
+        checkpointed = DECODER_LAYERS[name] - hp.uncheckpointed_layers
+        kept_gib_per_token += checkpointed * ATTENTION_BYTES_PER_TOKEN[name] / GIB
     longest = max(tokens) * batch
     cache_gib = min(
         hp.vision_cache_gib, len(tokens) * max(tokens) * VISUAL_TOKEN_WIDTH[name] * 2 / GIB

@@ -113,6 +113,10 @@ class Hyperparameters:
     # the backward pass (``training.recompute``): faster, at about 4.6 GiB a layer for a 7B row
     # of five 1080p screenshots (the estimate adds it). 0: every layer is checkpointed.
     uncheckpointed_layers: int = 0
+    # A checkpointed layer keeps its attention kernel's output, so the backward pass recomputes
+    # the layer without attention (``training.recompute``): about 3 GiB for a 7B row of five
+    # 1080p screenshots (the estimate adds it); false: attention is recomputed too.
+    keep_attention: bool = True
     # GPU memory that keeps the frozen vision tower's outputs across steps, so that a
     # screenshot recurring in later rows is not encoded again (``training.vision``); rows are
     # shuffled within pools of episodes this holds (``training.episode_pools``). 8 GiB holds
@@ -162,7 +166,12 @@ def hyperparameters(data: dict[str, Any] | None) -> Hyperparameters:
         raise SpecError("vision_cache_gib must be a number of GiB, 0 or more (below 1024)")
     if hp.dataloader_workers is not None and hp.dataloader_workers < 0:
         raise SpecError("dataloader_workers must be ≥ 0 (or null: chosen by the device)")
-    switches = {"gradient_checkpointing": False, "dpo_shared_prompt": False, "bf16": True}
+    switches = {
+        "gradient_checkpointing": False,
+        "keep_attention": False,
+        "dpo_shared_prompt": False,
+        "bf16": True,
+    }
     for name, nullable in switches.items():
         value = getattr(hp, name)
         if not isinstance(value, bool) and not (nullable and value is None):

@@ -13,8 +13,9 @@ cached (``vision``), and the rows shuffled within pools of episodes the cache ho
 (``episode_pools``); a DPO pair's prompt through the model once, its two completions packed
 after it (``shared_prompt``); bf16 where the GPU has it, LoRA's inputs kept in bf16
 (``precision``) and its update added inside its second product (``fused_lora``);
-flash-attention where it is installed, else PyTorch's SDPA. ``uncheckpointed_layers`` trades
-memory for speed and is off by default (``recompute``).
+flash-attention where it is installed, else PyTorch's SDPA; checkpointed layers keep their
+attention outputs (``recompute``). ``uncheckpointed_layers`` trades memory for speed and is off
+by default (``recompute``).
 
 **Checkpoints.** Every ``checkpoint_steps`` steps the stage's trainer checkpoint (adapter,
 optimizer, scheduler, random states) goes to a ``Checkpoints`` store, and each finished
@@ -142,20 +143,23 @@ def _callback(
     stages: int,
     tower: FrozenVisionTower,
     checkpoints: Checkpoints,
-    uncheckpointed_layers: int,
+    hp: Hyperparameters,
 ) -> Any:
     from transformers import TrainerCallback  # weight: transformers, train workers only
 
     class JobCallback(TrainerCallback):
-        """Leaves layers out of checkpointing once the trainer has turned it on, reports
+        """Leaves layers out of checkpointing once the trainer has turned it on and keeps the
+        others' attention outputs (``recompute``), reports
         losses and progress, tells the vision cache where each step begins, stores checkpoints,
         and stops the trainer once the run is cancelled."""
 
         stopped = False
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if args.gradient_checkpointing and uncheckpointed_layers:
-                recompute.leave_out(kwargs["model"], uncheckpointed_layers)
+            if args.gradient_checkpointing and hp.uncheckpointed_layers:
+                recompute.leave_out(kwargs["model"], hp.uncheckpointed_layers)
+            if args.gradient_checkpointing and hp.keep_attention:
+                recompute.keep_attention(kwargs["model"])
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
             tower.new_step()
@@ -349,7 +353,7 @@ def train(
             len(spec.stages),
             tower,
             checkpoints,
-            spec.hyperparameters.uncheckpointed_layers,
+            spec.hyperparameters,
         )
         trainer_class = (
             shared_prompt.trainer_class(spec.hyperparameters.dpo_shared_prompt)

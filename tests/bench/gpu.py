@@ -37,9 +37,11 @@ a named architecture, on rows from Tandem's own exporter; writes ``bench-gpu-res
 - **Speed settings and candidates** (``--variants``, each ``VARIANT_STEPS`` steps at most):
   SFT again with ``uncheckpointed_layers`` (``KEPT_LAYERS`` of the architecture: memory),
   without the vision cache (``vision_cache_gib`` 0: each step's own screenshots, rows
-  shuffled over the dataset; what the cache saves), with Liger's fused RMSNorm and SwiGLU
-  kernels (a dependency; GPU only), and with PyTorch's own fused ``rms_norm`` in place of
-  transformers' RMSNorm: ``gpu_sft_layers_*``, ``gpu_sft_nocache_*``, ``gpu_sft_liger_*``
+  shuffled over the dataset; what the cache saves), with attention recomputed in backward
+  (``keep_attention`` off; what keeping it saves), with cuDNN's attention kernel ranked first
+  (GPU only), with Liger's fused RMSNorm and SwiGLU kernels (a dependency; GPU only), and with
+  PyTorch's own fused ``rms_norm`` in place of transformers' RMSNorm: ``gpu_sft_layers_*``,
+  ``gpu_sft_nocache_*``, ``gpu_sft_recompute_*``, ``gpu_sft_cudnn_*``, ``gpu_sft_liger_*``
   and ``gpu_sft_norm_*``, each with its ``..._speedup_<arch>``, the trainer's default SFT
   time over its own (below 1: the default is faster). A variant that cannot run or fails says
   why in ``gpu_sft_<variant>_not_run_<arch>``; the other runs go on. The anchor runs as many
@@ -67,7 +69,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,7 @@ from typing import Any
 import torch
 
 from tests.bench.gpu_data import HISTORY, build_base, export_rows, full_windows, saved_rows
+from tests.bench.gpu_variants import VARIANT_PATCHES
 
 RESULTS_PATH = Path(__file__).resolve().parents[2] / "bench-gpu-results.json"
 WARM_UP = 2
@@ -190,6 +192,8 @@ def run_architecture(
         runs += [
             ("sft", "_layers", replace(short, uncheckpointed_layers=KEPT_LAYERS[arch])),
             ("sft", "_nocache", replace(short, vision_cache_gib=0)),
+            ("sft", "_recompute", replace(short, keep_attention=False)),
+            ("sft", "_cudnn", short),
             ("sft", "_liger", short),
             ("sft", "_norm", short),
         ]
@@ -254,71 +258,6 @@ def run_architecture(
                 figures[f"gpu_{name}_speedup_{arch}"] = round(float(default) / seconds, 2)
         print(f"bench-gpu: {name} {arch}: {figures}", file=sys.stderr, flush=True)
     return figures
-
-
-class VariantUnavailable(Exception):
-    """A speed setting this machine cannot run; the message says why."""
-
-
-@contextlib.contextmanager
-def liger_kernels() -> Iterator[None]:
-    """Liger's fused RMSNorm and SwiGLU (Triton kernels) in place of transformers' own in its
-    Qwen2.5-VL module, for the models loaded inside; transformers' own again after. (Its M-RoPE
-    kernel replaces a function transformers 5.2x no longer has: M-RoPE is folded into the
-    rotary embedding's tables, so the attention applies ordinary RoPE.)"""
-    if not torch.cuda.is_available():
-        raise VariantUnavailable("Liger's kernels are Triton's: they need a GPU")
-    try:
-        from liger_kernel.transformers import (  # weight: liger-kernel, GPU machines only
-            apply_liger_kernel_to_qwen2_5_vl,
-        )
-    except ImportError as error:
-        raise VariantUnavailable(f"liger-kernel is not installed ({error})") from None
-    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as module  # weight: as above
-
-    names = ("Qwen2_5_VLRMSNorm", "Qwen2RMSNorm", "Qwen2MLP")
-    saved = {name: getattr(module, name) for name in names if hasattr(module, name)}
-    apply_liger_kernel_to_qwen2_5_vl(
-        rope=False,
-        rms_norm=True,
-        swiglu=True,
-        cross_entropy=False,
-        fused_linear_cross_entropy=False,
-    )
-    try:
-        yield
-    finally:
-        for name in names:
-            if name in saved:
-                setattr(module, name, saved[name])
-            elif hasattr(module, name):
-                delattr(module, name)
-
-
-@contextlib.contextmanager
-def fused_rms_norm() -> Iterator[None]:
-    """Qwen2.5-VL's RMSNorm as PyTorch's own ``rms_norm`` outside autocast, for the models run
-    inside: on CUDA one fused kernel (bf16 in and out, fp32 inside) where transformers' runs six
-    element-wise ones through fp32 copies; on the CPU it decomposes (the same result, no gain)."""
-    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as module  # weight: as above
-
-    norm = module.Qwen2_5_VLRMSNorm
-    own = norm.forward
-
-    def forward(self: Any, hidden_states: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(hidden_states.device.type, enabled=False):
-            return torch.nn.functional.rms_norm(
-                hidden_states, self.weight.shape, self.weight, self.variance_epsilon
-            )
-
-    norm.forward = forward
-    try:
-        yield
-    finally:
-        norm.forward = own
-
-
-VARIANT_PATCHES = {"_liger": liger_kernels, "_norm": fused_rms_norm}
 
 
 def row_parts(base: Path, parquet: Path, arch: str) -> dict[str, float]:
@@ -426,8 +365,9 @@ def main() -> int:
     parser.add_argument(
         "--variants",
         action="store_true",
-        help="also run SFT with uncheckpointed_layers, without the vision cache, with Liger's "
-        "kernels (on a GPU with liger-kernel installed) and with PyTorch's fused rms_norm",
+        help="also run SFT with uncheckpointed_layers, without the vision cache, with attention "
+        "recomputed, with cuDNN's attention first and Liger's kernels (on a GPU) and with "
+        "PyTorch's fused rms_norm",
     )
     parser.add_argument(
         "--profile",

@@ -72,13 +72,14 @@ def test_the_gpu_benchmark_runs_the_tiny_architecture_on_rows_made_elsewhere(set
     assert figures["gpu_dpo_trl_s_per_pair_tiny"] > 0
     assert figures["gpu_dpo_trl_over_shared_tiny"] > 0
     # The speed settings and candidates: one layer kept out of checkpointing, no vision cache,
-    # PyTorch's rms_norm.
-    for name in ("sft_layers", "sft_nocache", "sft_norm"):
+    # attention recomputed, PyTorch's rms_norm.
+    for name in ("sft_layers", "sft_nocache", "sft_recompute", "sft_norm"):
         assert figures[f"gpu_{name}_s_per_sample_tiny"] > 0
         assert figures[f"gpu_{name}_speedup_tiny"] > 0
     # Liger's kernels are Triton's: on the CPU the variant says why it did not run.
     assert "need a GPU" in figures["gpu_sft_liger_not_run_tiny"]
     assert "gpu_sft_liger_s_per_sample_tiny" not in figures
+    assert "needs a GPU" in figures["gpu_sft_cudnn_not_run_tiny"]
     # The trainer's SFT and DPO runs, profiled over their last two steps; not the anchor.
     profiles = sorted(p.name for p in (tmp_path / "profiles").iterdir())
     assert profiles == ["profile-dpo-tiny.txt", "profile-sft-tiny.txt"]

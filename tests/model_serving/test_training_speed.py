@@ -1,14 +1,16 @@
 """What makes a training step cheaper without changing what it learns, checked on the CPU with
 the tiny Qwen2.5-VL: LoRA inputs kept in bf16 under autocast, decoder layers left out of
-gradient checkpointing (the vision cache has ``test_vision_cache``)."""
+gradient checkpointing, attention kept through it (the vision cache has ``test_vision_cache``)."""
 
 import statistics
+from dataclasses import replace
 
 import pytest
 import torch
 from django.core.files.storage import default_storage
 from peft import LoraConfig, get_peft_model
 from safetensors.torch import load
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from model_serving import finetune
 from model_serving.models import FineTuneJob
@@ -257,11 +259,76 @@ def test_the_trainer_refuses_more_layers_than_the_model_has(base_model):
 def test_the_estimate_adds_the_memory_of_the_layers_left_out_of_checkpointing():
     tokens = [("sft", [10_000, 15_000])]
     seven = ("qwen2.5-vl-7b", cost.MEASURED.parameters)
-    every = cost.estimate(tokens, Hyperparameters(), seven)["gpu_memory_gib"]
-    four = cost.estimate(tokens, Hyperparameters(uncheckpointed_layers=4), seven)
-    none = cost.estimate(tokens, Hyperparameters(gradient_checkpointing=False), seven)
+    plain = Hyperparameters(keep_attention=False)
+    every = cost.estimate(tokens, plain, seven)["gpu_memory_gib"]
+    four = cost.estimate(tokens, replace(plain, uncheckpointed_layers=4), seven)
+    none = cost.estimate(tokens, replace(plain, gradient_checkpointing=False), seven)
+    kept = cost.estimate(tokens, Hyperparameters(), seven)["gpu_memory_gib"]
 
     layer_gib = cost.LAYER_BYTES_PER_TOKEN["qwen2.5-vl-7b"] * 15_000 / cost.GIB
     assert four["gpu_memory_gib"] == pytest.approx(every + 4 * layer_gib, abs=0.1)
     assert none["gpu_memory_gib"] == pytest.approx(every + 28 * layer_gib, abs=0.1)
     assert none["gpu_memory_gib"] > 100  # as measured: 124 GiB without checkpointing
+    # The default keeps every checkpointed layer's attention output: 7,280 bytes a token.
+    attention_gib = 28 * 7_280 * 15_000 / cost.GIB
+    assert kept == pytest.approx(every + attention_gib, abs=0.1)
+
+
+# --- attention kept through checkpointing ---------------------------------------------------
+
+
+class AttentionKernels(TorchDispatchMode):
+    """Counts the attention kernels really run: below checkpointing's own dispatch modes, so a
+    kept output handed back to the recomputation is not counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls += func in recompute.ATTENTION_KERNELS
+        return func(*args, **(kwargs or {}))
+
+
+def test_kept_attention_is_not_recomputed_and_gives_the_same_gradients(base_model):
+    model = _bf16_lora_model(base_model, dropout=0.1)  # dropout: the recomputation replays it
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    tokens = torch.randint(0, 200, (1, 48), generator=torch.Generator().manual_seed(2))
+    results = []
+    for keep in (False, True):
+        if keep:
+            assert recompute.keep_attention(model) == 2
+        kernels = AttentionKernels()
+        torch.manual_seed(11)
+        model.zero_grad()
+        with kernels, torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(input_ids=tokens, labels=tokens).loss
+            loss.backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        results.append((kernels.calls, loss.detach(), grads))
+
+    (recomputed, plain_loss, plain), (once, kept_loss, kept) = results
+    assert (recomputed, once) == (2 * 2, 2)  # two layers: forward and recomputation, forward
+    assert torch.equal(plain_loss, kept_loss)
+    assert plain.keys() == kept.keys() and len(plain) == 2 * 7 * 2
+    assert all(torch.equal(plain[name], kept[name]) for name in plain)
+
+
+@pytest.mark.django_db
+def test_a_job_keeps_attention_by_default_and_learns_what_it_learns_without(exports, base_model):
+    sft, _, client = exports
+    runs = {}
+    for keep in (True, False):
+        request = job_body([sft], base_model, keep_attention=keep)
+        request["version_name"] = f"ui-tars-attention-{keep}"
+        with AttentionKernels() as kernels:
+            runs[keep] = (_trained_adapter(client, request), kernels.calls)
+
+    (kept, kept_calls), (recomputed, recomputed_calls) = runs[True], runs[False]
+    # Two steps of two decoder layers: their attention is not run again in backward. (The
+    # vision tower's attention, run the same in both jobs, is counted in both.)
+    assert recomputed_calls - kept_calls == 2 * 2
+    assert kept.keys() == recomputed.keys() and kept
+    assert all(torch.equal(kept[name], recomputed[name]) for name in kept)
+    assert Hyperparameters().keep_attention is True

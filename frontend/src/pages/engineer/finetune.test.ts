@@ -30,6 +30,7 @@ const DEFAULTS = {
     gradient_checkpointing: false,
     uncheckpointed_layers: 0,
     vision_cache_gib: 8,
+    keep_attention: true,
     dpo_shared_prompt: true,
   },
 };
@@ -96,6 +97,7 @@ describe("jobRequest", () => {
           gradient_checkpointing: false,
           uncheckpointed_layers: 0,
           vision_cache_gib: 8,
+          keep_attention: true,
           dpo_shared_prompt: true,
         },
       },
@@ -112,6 +114,7 @@ describe("jobRequest", () => {
     form.hp.uncheckpointedLayers = "4";
     form.hp.visionCacheGib = "2.5";
     form.hp.dpoSharedPrompt = false;
+    form.hp.keepAttention = false;
     form.lora.targetModules = "q_proj,  k_proj\nv_proj";
     const result = jobRequest(form);
     if (!("body" in result)) throw new Error(JSON.stringify(result));
@@ -124,6 +127,7 @@ describe("jobRequest", () => {
     expect(result.body.hyperparameters.uncheckpointed_layers).toBe(4);
     expect(result.body.hyperparameters.vision_cache_gib).toBe(2.5);
     expect(result.body.hyperparameters.dpo_shared_prompt).toBe(false);
+    expect(result.body.hyperparameters.keep_attention).toBe(false);
     expect(result.body.lora.target_modules).toEqual(["q_proj", "k_proj", "v_proj"]);
   });
 

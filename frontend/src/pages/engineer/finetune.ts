@@ -168,6 +168,7 @@ export interface JobForm {
     gradientCheckpointing: boolean;
     uncheckpointedLayers: string;
     visionCacheGib: string;
+    keepAttention: boolean;
     dpoSharedPrompt: boolean;
     maxLength: string;
   };
@@ -203,6 +204,7 @@ export function defaultForm(defaults: TrainingDefaults["defaults"], baseModel = 
       gradientCheckpointing: Boolean(h.gradient_checkpointing),
       uncheckpointedLayers: text(h.uncheckpointed_layers ?? 0),
       visionCacheGib: text(h.vision_cache_gib ?? 8),
+      keepAttention: h.keep_attention !== false,
       dpoSharedPrompt: h.dpo_shared_prompt !== false,
       maxLength: text(h.max_length),
     },
@@ -229,6 +231,7 @@ export interface JobRequest {
     gradient_checkpointing: boolean;
     uncheckpointed_layers: number;
     vision_cache_gib: number;
+    keep_attention: boolean;
     dpo_shared_prompt: boolean;
     max_length?: number;
   };
@@ -277,6 +280,7 @@ export function jobRequest(form: JobForm): { body: JobRequest } | { problems: Re
       gradient_checkpointing: form.hp.gradientCheckpointing,
       uncheckpointed_layers: number("uncheckpointedLayers", form.hp.uncheckpointedLayers, true),
       vision_cache_gib: number("visionCacheGib", form.hp.visionCacheGib, false),
+      keep_attention: form.hp.keepAttention,
       dpo_shared_prompt: form.hp.dpoSharedPrompt,
     },
   };
