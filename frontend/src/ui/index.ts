@@ -1,6 +1,6 @@
 export { Button } from "./Button";
 export { ErrorBanner } from "./ErrorBanner";
-export { NumberField, Problem } from "./fields";
+export { CheckField, NumberField, Problem } from "./fields";
 export { Loading } from "./Loading";
 export { ForRoles, NotForYourRole } from "./NotForYourRole";
 export { Pager } from "./Pager";

@@ -7,7 +7,7 @@
 import { useMemo, useState } from "react";
 import { Link, useNavigate } from "react-router-dom";
 import { api, type Page, type Project } from "../../api";
-import { Button, ErrorBanner, Loading, NumberField, Problem, Table, useApi, useMe, usePoll, useSubmit } from "../../ui";
+import { Button, CheckField, ErrorBanner, Loading, NumberField, Problem, Table, useApi, useMe, usePoll, useSubmit } from "../../ui";
 import { when } from "../../ui/format";
 import {
   LIVE_STATUSES,
@@ -237,14 +237,11 @@ function NewJobForm({ defaults }: { defaults: TrainingDefaults }) {
               <option value="off">Off</option>
             </select>
           </label>
-          <label>
-            <input
-              type="checkbox"
-              checked={form.hp.gradientCheckpointing}
-              onChange={(e) => setHp({ gradientCheckpointing: e.target.checked })}
-            />{" "}
-            Gradient checkpointing
-          </label>
+          <CheckField
+            label="Gradient checkpointing"
+            checked={form.hp.gradientCheckpointing}
+            onChange={(gradientCheckpointing) => setHp({ gradientCheckpointing })}
+          />
           <NumberField
             id="hp-uncheckpointed-layers"
             label="Layers kept out of checkpointing (faster, more memory)"
@@ -259,22 +256,16 @@ function NewJobForm({ defaults }: { defaults: TrainingDefaults }) {
             onChange={(visionCacheGib) => setHp({ visionCacheGib })}
             problem={problems.visionCacheGib}
           />
-          <label>
-            <input
-              type="checkbox"
-              checked={form.hp.keepAttention}
-              onChange={(e) => setHp({ keepAttention: e.target.checked })}
-            />{" "}
-            Checkpointed layers keep their attention output (faster, about 3 GiB on a 7B)
-          </label>
-          <label>
-            <input
-              type="checkbox"
-              checked={form.hp.dpoSharedPrompt}
-              onChange={(e) => setHp({ dpoSharedPrompt: e.target.checked })}
-            />{" "}
-            DPO: each pair's prompt through the model once
-          </label>
+          <CheckField
+            label="Checkpointed layers keep their attention output (faster, about 3 GiB on a 7B)"
+            checked={form.hp.keepAttention}
+            onChange={(keepAttention) => setHp({ keepAttention })}
+          />
+          <CheckField
+            label="DPO: each pair's prompt through the model once"
+            checked={form.hp.dpoSharedPrompt}
+            onChange={(dpoSharedPrompt) => setHp({ dpoSharedPrompt })}
+          />
           <NumberField id="hp-max-length" label="Max tokens per row" value={form.hp.maxLength} onChange={(maxLength) => setHp({ maxLength })} problem={problems.maxLength} />
         </div>
       </fieldset>
