@@ -65,8 +65,9 @@ MEASURED = Measurement(
     dpo_unshared_s_per_pair=8.908,
     dpo_unshared_peak_gib=36.14,
     source="make bench-gpu, 2026-11-27, NVIDIA H200: torch 2.11, transformers 5.24, TRL 1.16, "
-    "SDPA attention, the trainer's defaults of that day (LoRA's inputs copied to fp32 and its "
-    "update unfused: an upper bound for today's trainer)",
+    "SDPA attention, the trainer's defaults of that day (before the vision cache across "
+    "steps, attention kept through checkpointing, LoRA's inputs in bf16 and its update fused: "
+    "an upper bound for today's trainer)",
 )
 
 # Qwen2.5-VL sizes by the language model's hidden size, with their parameter counts.
