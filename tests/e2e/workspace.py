@@ -102,10 +102,24 @@ def look(page: Page, step: int) -> None:
     wait_for_proposal(page, step)
 
 
+def settled_box(page: Page) -> dict[str, float]:
+    """The live desktop's drawn box once it has stopped moving: after the window is resized or
+    a panel changes, the page and noVNC lay the canvas out again over a few frames."""
+    canvas = page.locator("[data-testid=desktop-vnc] canvas")
+    box, still = canvas.bounding_box(), 0
+    for _ in range(100):
+        time.sleep(0.05)
+        again = canvas.bounding_box()
+        still = still + 1 if again == box else 0
+        box = again
+        if box is not None and still == 4:
+            return box
+    raise AssertionError(f"the desktop's canvas kept moving: {box}")
+
+
 def click_desktop(page: Page, fx: float, fy: float) -> tuple[int, int]:
     """Click the live desktop at a fraction of its drawn box; the screen pixel expected there."""
-    box = page.locator("[data-testid=desktop-vnc] canvas").bounding_box()
-    assert box is not None
+    box = settled_box(page)
     x, y = round(box["x"] + fx * box["width"]), round(box["y"] + fy * box["height"])
     page.mouse.click(x, y)
     return (
