@@ -72,17 +72,21 @@ MEASURED = Measurement(
 
 # Qwen2.5-VL sizes by the language model's hidden size, with their parameter counts.
 ARCHITECTURES = {3584: ("qwen2.5-vl-7b", 8.29e9), 2048: ("qwen2.5-vl-3b", 3.75e9)}
+# The language model's hidden size, which is also the width of a visual token: the vision
+# tower's output takes the place of image tokens' embeddings.
+HIDDEN_SIZE = {name: hidden for hidden, (name, _) in ARCHITECTURES.items()}
 DECODER_LAYERS = {"qwen2.5-vl-7b": 28, "qwen2.5-vl-3b": 36}
 # What one decoder layer keeps for its backward pass, a token: bf16 autocast, LoRA on every
 # projection with dropout, inputs kept in bf16 (``precision``), SDPA. Measured with saved-tensor
 # hooks on one layer of each architecture, on the CPU (the slope between 512 and 1024 tokens):
 # what a layer left out of checkpointing (``recompute``) adds to the peak.
 LAYER_BYTES_PER_TOKEN = {"qwen2.5-vl-7b": 321_368, "qwen2.5-vl-3b": 185_640}
-# The width of a visual token the vision tower hands the language model (its hidden size).
-VISUAL_TOKEN_WIDTH = {"qwen2.5-vl-7b": 3584, "qwen2.5-vl-3b": 2048}
 # What a checkpointed layer keeps of its attention kernel (``recompute.keep_attention``), a
 # token: the output in bf16 (the hidden size) and a float32 log-sum-exp a head.
-ATTENTION_BYTES_PER_TOKEN = {"qwen2.5-vl-7b": 3584 * 2 + 28 * 4, "qwen2.5-vl-3b": 2048 * 2 + 16 * 4}
+ATTENTION_HEADS = {"qwen2.5-vl-7b": 28, "qwen2.5-vl-3b": 16}
+ATTENTION_BYTES_PER_TOKEN = {
+    name: HIDDEN_SIZE[name] * 2 + heads * 4 for name, heads in ATTENTION_HEADS.items()
+}
 
 
 def _text_config(base_model_path: str) -> dict[str, Any] | None:
@@ -183,9 +187,7 @@ def _gpu(
         checkpointed = DECODER_LAYERS[name] - hp.uncheckpointed_layers
         kept_gib_per_token += checkpointed * ATTENTION_BYTES_PER_TOKEN[name] / GIB
     longest = max(tokens) * batch
-    cache_gib = min(
-        hp.vision_cache_gib, len(tokens) * max(tokens) * VISUAL_TOKEN_WIDTH[name] * 2 / GIB
-    )
+    cache_gib = min(hp.vision_cache_gib, len(tokens) * max(tokens) * HIDDEN_SIZE[name] * 2 / GIB)
     return {
         "gpu_hours": round(per_token_s * mean_tokens * trained / 3600, 3),
         "gpu_memory_gib": round(

@@ -48,6 +48,7 @@ from typing import Any, Protocol
 import torch
 
 from model_serving.training import (
+    cost,
     episode_pools,
     fused_lora,
     lengths,
@@ -61,7 +62,6 @@ from model_serving.training.vision import FrozenVisionTower, screenshot_bytes
 
 logger = logging.getLogger(__name__)
 
-GIB = 1024**3
 POOL_SAMPLE = 64  # rows whose screenshots' sizes decide how many a vision cache holds
 LIBRARIES = ("torch", "transformers", "trl", "peft", "datasets", "accelerate")
 ADAPTER = "default"
@@ -321,7 +321,7 @@ def train(
         raise TrainingFailed(
             f"cannot load the base model {spec.base_model_path}: {error}"
         ) from error
-    cache_bytes = int(spec.hyperparameters.vision_cache_gib * GIB)
+    cache_bytes = int(spec.hyperparameters.vision_cache_gib * cost.GIB)
     tower = FrozenVisionTower.install(model, cache_bytes)
     if spec.hyperparameters.dpo_shared_prompt and any(s.kind == "dpo" for s in spec.stages):
         shared_prompt.install(model)

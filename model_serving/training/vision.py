@@ -74,6 +74,7 @@ class FrozenVisionTower:
     _cached_bytes: int = 0
     _step: int = 0
     _seed: int = field(default_factory=lambda: secrets.randbits(63))
+    _drawn: torch.Tensor | None = None  # the hashes' weights for the last image size
 
     @classmethod
     def install(cls, model: Any, cache_bytes: int = 0) -> "FrozenVisionTower":
@@ -145,16 +146,24 @@ class FrozenVisionTower:
         sums = []
         for pixels in images:
             bits = pixels.contiguous().view(_BITS[pixels.element_size()]).reshape(-1)
-            generator = torch.Generator(device=pixels.device).manual_seed(self._seed)
-            weights = torch.randint(
-                0, 2**62, (HASHES, bits.numel()), generator=generator, device=pixels.device
-            )
+            weights = self._weights(bits.numel(), bits.device)
             sums.append((weights * bits.to(torch.int64)).sum(dim=1))
         hashes = torch.stack(sums).tolist() if sums else []
         return [
             (grid, str(pixels.dtype), *hashed)
             for grid, pixels, hashed in zip(grids, images, hashes, strict=True)
         ]
+
+    def _weights(self, count: int, device: torch.device) -> torch.Tensor:
+        """The hashes' weights for ``count`` pixel values: drawn from the seed alone, so the
+        same for every image of that size, and kept for the last size asked (an export's
+        screenshots are mostly one size; 2 × 8 bytes a value, 0.2 GB for a 1080p one)."""
+        drawn = self._drawn
+        if drawn is None or drawn.shape[1] != count or drawn.device != device:
+            generator = torch.Generator(device=device).manual_seed(self._seed)
+            drawn = torch.randint(0, 2**62, (HASHES, count), generator=generator, device=device)
+            self._drawn = drawn
+        return drawn
 
 
 def screenshot_bytes(model: Any, visual_tokens: int) -> int:

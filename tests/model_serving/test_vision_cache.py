@@ -31,8 +31,8 @@ def frozen(base_model):
     def make(images: float):
         model = trainer.load_model(str(base_model), Hyperparameters())
         tower = vision_tower(model)
-        width = tower.config.out_hidden_size
-        wrapper = FrozenVisionTower.install(model, cache_bytes=int(images * 16 * width * 4))
+        wrapper = FrozenVisionTower.install(model)
+        wrapper.cache_bytes = int(images * image_bytes(wrapper))
 
         def encode(*pictures: torch.Tensor) -> torch.Tensor:
             grid = torch.tensor([GRID] * len(pictures))
@@ -72,7 +72,7 @@ def _own_output(wrapper: FrozenVisionTower, *pictures: torch.Tensor) -> torch.Te
 def test_the_cache_evicts_the_least_recently_used_and_never_what_this_step_uses(frozen):
     wrapper, encode = frozen(images=2)
     a, b, c, d, e, f = _pictures(6)
-    one = 16 * vision_tower_width(wrapper) * 4
+    one = image_bytes(wrapper)
     for pictures in ([a], [b], [a], [c], [a]):  # c evicts b, which a outlived
         wrapper.new_step()
         encode(*pictures)
@@ -91,8 +91,9 @@ def test_the_cache_evicts_the_least_recently_used_and_never_what_this_step_uses(
     assert wrapper.cached_bytes == 2 * one
 
 
-def vision_tower_width(wrapper: FrozenVisionTower) -> int:
-    return int(wrapper.tower.config.out_hidden_size)
+def image_bytes(wrapper: FrozenVisionTower) -> int:
+    """One image's output in the cache: 16 tokens of the tower's output width, in float32."""
+    return 16 * int(wrapper.tower.config.out_hidden_size) * 4
 
 
 def test_with_no_budget_each_step_keeps_its_own_screenshots_only(frozen):
@@ -125,6 +126,19 @@ def test_images_that_differ_anywhere_are_never_taken_for_one_another(frozen):
     assert not torch.equal(outputs[0], outputs[2])
     encode(a.clone())  # and the same pixels again are the same image
     assert wrapper.counts.encoded == 5
+
+
+def test_an_image_is_found_again_after_images_of_another_size(frozen):
+    """The hashes' weights are kept for one size at a time and drawn again for another: the
+    same pixels give the same key whichever sizes came between."""
+    wrapper, encode = frozen(images=100)
+    a, small = _pictures(2)
+    encode(a)
+    with torch.no_grad():
+        wrapper.tower(small[:16], torch.tensor([[1, 4, 4]]))  # 16 patches: weights drawn again
+    encode(a.clone())
+    assert (wrapper.counts.asked, wrapper.counts.encoded) == (3, 2)
+    assert wrapper._drawn is not None and wrapper._drawn.shape == (2, 64 * CHANNELS)
 
 
 def test_pools_hold_whole_episodes_and_every_row_once_an_epoch():
