@@ -111,12 +111,18 @@ class Person:
         ws = Socket(self.server, episode, self.cookie)
         state = ws.next("state")
         x, y = (int(v) for v in MARKER.search(state["task"]["instruction"]).groups())
+        # What the episode holds at the socket's opening depends on how far its setup and the
+        # first proposal had come: it is read once they have, the same for every episode.
+        first = self._proposal(ws, state, 1)
         read.append(("episode", self.http.get(f"/api/episodes/{episode}/").json()))
+        again = Socket(self.server, episode, self.cookie)
+        read.append(("socket:state", again.next("state")))
+        again.close()
         stream = self.http.post(f"/api/episodes/{episode}/stream/")
         read.append(("stream", stream.json()))
         step = 1
         while True:  # until a finishing step is decided
-            proposed = self._proposal(ws, state, step)["action"]
+            proposed = (first if step == 1 else self._proposal(ws, state, step))["action"]
             decision = self._decide(proposed, (x, y))
             ws.send(type="decide", step=step, **decision)
             ws.next("decision_ack", step=step)
@@ -125,8 +131,10 @@ class Person:
             step += 1
         ws.next("ended")
         ws.close()
-        for event in ws.events:
-            read.append((f"socket:{event['event']}", event["payload"]))
+        opening = next(i for i, e in enumerate(ws.events) if e["event"] == "state")
+        for i, event in enumerate(ws.events):
+            if i != opening:  # the opening state was read above, settled
+                read.append((f"socket:{event['event']}", event["payload"]))
         shots = [e["payload"]["screenshot"] for e in ws.events if e["event"] == "observation"]
         shot = shots[0] if shots else state["steps"][0]["screenshot"]
         image = self.http.get(f"/api/screenshots/{shot}/")
