@@ -31,10 +31,12 @@ desktop-image: install
 	@deploy/dev.sh desktop-image
 
 ## test: install what is missing, start services if needed, run every test
+## (in TEST_PROCESSES processes; the tests that start the machine's shared services all in one)
+TEST_PROCESSES ?= 2
 test: install services desktop-image
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/mypy
-	@$(VENV)/bin/pytest
+	@$(VENV)/bin/pytest -n $(TEST_PROCESSES) --dist loadgroup
 
 ## bench: run the benchmarks, print a table, write bench-results.json
 bench: install services desktop-image

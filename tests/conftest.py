@@ -38,16 +38,38 @@ def display_in_use(display: int) -> bool:
 def free_display_block() -> tuple[int, int]:
     """A block of 25 displays (from 400 up, apart from a running demo's) that no X server holds.
 
-    Test runs started side by side take different blocks (chosen from the pid), and a block
-    where a desktop left by a killed run still holds a display is passed over.
+    Test runs started side by side take different blocks (chosen from the pid of the run), the
+    processes of one parallel run blocks of their own (every ``count``-th one from the run's
+    start, offset by the process's number), and a block where a desktop left by a killed run
+    still holds a display is passed over.
     """
-    start = os.getpid() % DISPLAY_BLOCKS
-    for offset in range(DISPLAY_BLOCKS):
+    process = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", "gw1", ... in a parallel run
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    start = (os.getppid() if process else os.getpid()) % DISPLAY_BLOCKS
+    for offset in range(int(process[2:]) if process else 0, DISPLAY_BLOCKS, count):
         base = 400 + ((start + offset) % DISPLAY_BLOCKS) * DISPLAY_BLOCK
         block = range(base, base + DISPLAY_BLOCK)
         if not any(display_in_use(display) for display in block):
             return base, base + DISPLAY_BLOCK - 1
     raise RuntimeError("every test display block is held by a running X server")
+
+
+# What a process of a parallel run cannot have its own of: the suites started by ``services``
+# tests (their Redis databases and Celery brokers are fixed per file, some shared by two) and the
+# container engine (one service for the machine, started by the first test that needs it).
+SHARED_FIXTURES = {"engine_url"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups from the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """In a parallel run (``pytest -n 2 --dist loadgroup``), the tests that use what the
+    machine has one of run in one process, one after another; the rest share both."""
+    for item in items:
+        if (
+            item.get_closest_marker("services")
+            or SHARED_FIXTURES & set(getattr(item, "fixturenames", ()))
+        ):
+            item.add_marker(pytest.mark.xdist_group("machine"))
 
 
 @pytest.fixture(scope="session")
