@@ -4,7 +4,9 @@
 pytest-django gives each such process a test database of its own (``test_tandem_gw0``, ...).
 What the database does not separate is separated here: the Redis key prefix of the process's
 queues and socket groups, the media folder its files go to, and the host name its desktops and
-containers are named after (two databases number their desktops from the same 1).
+containers are named after (two databases number their desktops from the same 1). The
+environment is changed once, in the test process: the programs it starts (workers, servers)
+inherit it as it is, or with a host of the test's own.
 """
 
 import os
@@ -12,11 +14,12 @@ import socket
 from pathlib import Path
 
 _process = os.environ.get("PYTEST_XDIST_WORKER")
-if _process:
+if _process and os.environ.get("TANDEM_TEST_PROCESS") != _process:
     _host = os.environ.get("TANDEM_HOST", socket.gethostname())
     _media = os.environ.get("TANDEM_MEDIA_ROOT", str(Path(__file__).parents[1] / "var" / "media"))
     os.environ["TANDEM_INSTANCE"] = f"test_tandem_{_process}"
     os.environ["TANDEM_HOST"] = f"{_host}-{_process}"
     os.environ["TANDEM_MEDIA_ROOT"] = f"{_media}-{_process}"
+    os.environ["TANDEM_TEST_PROCESS"] = _process
 
 from backend.settings import *  # noqa: E402, F403
