@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 from annotation.models import Membership, Project
 from backend.accounts.models import User
 from backend.accounts.tokens import SCOPES, issue_token
+from tests.support.services import SHARED
 
 PASSWORD = "correct horse battery staple"
 
@@ -56,7 +57,8 @@ def free_display_block() -> tuple[int, int]:
 
 # What a process of a parallel run cannot have its own of: the suites started by ``services``
 # tests (their Redis databases and Celery brokers are fixed per file, some shared by two) and the
-# container engine (one service for the machine, started by the first test that needs it).
+# container engine (one service for the machine, started by the first test that needs it). A
+# test that asks for the engine only as it runs is marked ``SHARED`` itself.
 SHARED_FIXTURES = {"engine_url"}
 
 
@@ -67,7 +69,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if item.get_closest_marker("services") or fixtures & SHARED_FIXTURES:
-            item.add_marker(pytest.mark.xdist_group("machine"))
+            item.add_marker(SHARED)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -6,7 +6,8 @@ What the database does not separate is separated here: the Redis key prefix of t
 queues and socket groups, the media folder its files go to, and the host name its desktops and
 containers are named after (two databases number their desktops from the same 1). The
 environment is changed once, in the test process: the programs it starts (workers, servers)
-inherit it as it is, or with a host of the test's own.
+inherit it as it is, or with a host of the test's own, and read Tandem's own settings with it
+(a program started from its console script cannot import ``tests``).
 """
 
 import os
@@ -21,5 +22,6 @@ if _process and os.environ.get("TANDEM_TEST_PROCESS") != _process:
     os.environ["TANDEM_HOST"] = f"{_host}-{_process}"
     os.environ["TANDEM_MEDIA_ROOT"] = f"{_media}-{_process}"
     os.environ["TANDEM_TEST_PROCESS"] = _process
+os.environ["DJANGO_SETTINGS_MODULE"] = "backend.settings"  # for the programs a test starts
 
 from backend.settings import *  # noqa: E402, F403

@@ -12,10 +12,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+# In a parallel run, the tests that use what the machine has one of (the services a
+# ``services`` test starts, the container engine) run in one process, one after another; the
+# ``services`` tests and those asking for ``engine_url`` are put there by tests/conftest.py.
+SHARED = pytest.mark.xdist_group("machine")
 
 
 def free_port() -> int:

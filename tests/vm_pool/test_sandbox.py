@@ -19,7 +19,7 @@ import pytest
 from django.conf import settings
 
 from tests.support.desktops import sandbox_processes
-from tests.support.services import BIN, child_env, free_port, port_open, running
+from tests.support.services import BIN, SHARED, child_env, free_port, port_open, running
 from vm_pool import pool
 from vm_pool.desktop import DesktopControl
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
@@ -40,7 +40,7 @@ def limits(settings) -> None:
     settings.TANDEM_DOCKER_MEMORY = "768m"
 
 
-@pytest.fixture(params=["local", "docker"])
+@pytest.fixture(params=["local", pytest.param("docker", marks=SHARED)])  # docker: the engine
 def desktops(request, limits, monkeypatch) -> Iterator[tuple[Desktop, Desktop]]:
     """Two desktops of one provider: sandboxed local ones, then containers."""
     if request.param == "docker":
