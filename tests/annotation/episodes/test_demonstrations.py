@@ -116,11 +116,15 @@ def written(episode_id: int, **last: object) -> None:
 KEY_UP = {"kind": "key", "down": False}
 
 
-def name_the_file(person: RfbClient) -> None:
+def name_the_file(person: RfbClient, episode_id: int, control: DesktopControl) -> None:
     """The name, then Enter after a person's pause: GTK's chooser completes names as they are
-    typed, and an Enter at once goes to its completion, not to the dialog."""
+    typed, and an Enter at once goes to its completion, not to the dialog. The pause lasts
+    until the name's last key has gone through and the dialog has stopped changing (its
+    completion drawn), however busy the machine is, and a moment more."""
     person.type_text("hello.txt")
-    time.sleep(0.6)
+    written(episode_id, keysym=ord("t"), **KEY_UP)
+    control.observe(settle=True)
+    time.sleep(0.3)
     person.key(RETURN)
 
 
@@ -168,7 +172,7 @@ def test_a_demonstration_is_recorded_as_its_actions_on_the_screens_before_them(
         keysym=ord("m"), **KEY_UP)  # fmt: skip
     act(lambda: person.chord(CTRL, KEY_S), keysym=CTRL, **KEY_UP)
     focused(control, "Save As")
-    act(lambda: name_the_file(person), keysym=RETURN, **KEY_UP)
+    act(lambda: name_the_file(person, episode.pk, control), keysym=RETURN, **KEY_UP)
     eventually(lambda: control.read_file("~/hello.txt") is not None, "hello.txt saved")
     person.close()
 
@@ -263,7 +267,7 @@ def test_a_take_over_over_a_proposal_makes_one_pair_and_the_model_goes_on_after(
     taken = demonstrations.take_over(episode.pk, ann)
     assert taken.over_proposal is not None and taken.from_step == 3
     person = drive(proxy, episode.pk, ann)
-    name_the_file(person)
+    name_the_file(person, episode.pk, control)
     written(episode.pk, keysym=RETURN, **KEY_UP)
     eventually(lambda: control.read_file("~/hello.txt") is not None, "hello.txt saved")
     focused(control, "hello.txt")
