@@ -31,12 +31,13 @@ desktop-image: install
 	@deploy/dev.sh desktop-image
 
 ## test: install what is missing, start services if needed, run every test
-## (in TEST_PROCESSES processes; the tests that start the machine's shared services all in one)
-TEST_PROCESSES ?= 2
+## (TEST_PROCESSES=2: in two processes, the tests that start the machine's shared services all in
+## one; not the default yet: a few desktop tests still time out on a busy 2-core machine)
+TEST_PROCESSES ?= 1
 test: install services desktop-image
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/mypy
-	@$(VENV)/bin/pytest -n $(TEST_PROCESSES) --dist loadgroup
+	@$(VENV)/bin/pytest $(if $(filter-out 1,$(TEST_PROCESSES)),-n $(TEST_PROCESSES) --dist loadgroup)
 
 ## bench: run the benchmarks, print a table, write bench-results.json
 bench: install services desktop-image
