@@ -31,9 +31,9 @@ desktop-image: install
 	@deploy/dev.sh desktop-image
 
 ## test: install what is missing, start services if needed, run every test
-## (TEST_PROCESSES=2: in two processes, the tests that start the machine's shared services all in
-## one; not the default yet: a few desktop tests still time out on a busy 2-core machine)
-TEST_PROCESSES ?= 1
+## (in TEST_PROCESSES processes, the tests that start the machine's shared services all in one;
+## TEST_PROCESSES=1 runs plain pytest)
+TEST_PROCESSES ?= 2
 test: install services desktop-image
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/mypy

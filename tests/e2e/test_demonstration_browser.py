@@ -145,7 +145,10 @@ def test_an_annotator_demonstrates_the_text_editor_task_in_the_browser(host, pro
         time.sleep(0.5)
         before_next_action()
         page.keyboard.type("hello.txt", delay=30)
-        time.sleep(0.6)  # GTK's chooser completes names as they are typed
+        # GTK's chooser completes names as they are typed: Enter only once the name's last key
+        # has gone through and the dialog has stopped changing, however busy the machine.
+        written(kind="key", keysym=ord("t"), down=False)
+        control.observe(settle=True)
         page.keyboard.press("Enter")
         eventually(lambda: control.read_file("~/hello.txt") is not None, "hello.txt saved")
         page.screenshot(path=str(SHOTS / "demonstration-driving.png"))

@@ -1,13 +1,12 @@
 """The X server's damage reports on a real Xvfb: a drawing the size of a caret is a change but no
 program's reaction; a larger one is both."""
 
-import time
-
 from Xlib.display import Display
 
 from tests.support import desktops
 from vm_pool.screen.compare import MIN_EXTENT_PX
 from vm_pool.screen.damage import DamageReports
+from vm_pool.screen.settle import wait_until_quiet
 
 desktop_factory = desktops.desktop_factory
 x_desktop = desktops.x_desktop
@@ -24,9 +23,10 @@ def test_a_caret_sized_drawing_is_a_change_but_not_a_reaction(x_desktop):
         )  # fmt: skip
         window.map()
         program.sync()
-        time.sleep(0.2)
-        reports.read(sync=True)
-        reports.take_box()
+        # Whatever the window manager or the new window still draws is over before the test's
+        # drawings: the screen stayed unchanged for 300 ms, however busy the machine.
+        quiet = wait_until_quiet(reports, lambda: None, window_ms=300, min_ms=0, max_ms=10_000)
+        assert quiet.settled
         pen = window.create_gc(foreground=screen.black_pixel)
 
         def draw(width: int, height: int) -> tuple[float, float]:

@@ -278,7 +278,11 @@ def test_a_run_without_a_person_takes_the_screen_once_a_pausing_reaction_is_over
     replaces that observation where a person decides); a rollout's observation waits until the
     screen stayed still for the quiet period since its last drawing, and shows the whole."""
     control = sandboxed_control
-    launch_reaction(control, strip=True, pause_s=0.1)  # two drawings 100 ms apart
+    # Two drawings 200 ms apart: a settle's window (50 ms) ends well inside the pause, and the
+    # quiet period (300 ms) well outside it, each with a margin a busy machine's late wake-up
+    # does not cross.
+    assert 4 * settings.TANDEM_SETTLE_WINDOW_MS <= 200 <= settings.TANDEM_ROLLOUT_QUIET_MS - 100
+    launch_reaction(control, strip=True, pause_s=0.2)
 
     control.execute(CLICK)
     settled = control.observe(settle=True)
