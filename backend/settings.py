@@ -395,8 +395,10 @@ TANDEM_EVALUATION_STALE_SECONDS = env_int("TANDEM_EVALUATION_STALE_SECONDS", 60)
 # action, it waits up to TANDEM_ROLLOUT_REACTION_MS from the action for a first drawing: a GTK
 # Save As dialog starts drawing 70-165 ms after its key with both cores busy, past 300 ms under
 # a whole test suite's load, and a mousepad just started drew typed text past 500 ms there (each
-# step was then recorded as having changed nothing). Only a step that draws nothing waits it
-# out, and on a local desktop only while its programs are at work (vm_pool.sandbox.activity).
+# step was then recorded as having changed nothing), past 1 s with a second test process busy.
+# Only a step that draws nothing waits it out. On a local desktop, where the kernel accounts
+# its programs' work (vm_pool.sandbox.activity), the wait lasts instead while they are at work,
+# up to the observation's limit (5 s), and ends as soon as they are idle.
 TANDEM_ROLLOUT_QUIET_MS = env_int("TANDEM_ROLLOUT_QUIET_MS", 300)
 TANDEM_ROLLOUT_REACTION_MS = env_int("TANDEM_ROLLOUT_REACTION_MS", 1000)
 # An ended episode's evaluator reads its desktop once the screen stayed the same this long.

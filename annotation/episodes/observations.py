@@ -228,9 +228,10 @@ def settled_quietly(
     which none was drawn since the call waits up to ``reaction_ms`` (at least ``quiet_ms``) from
     the call for a first one, woken by it (a program slow to start its reaction under load);
     with ``until_idle``, where the kernel accounts the desktop's work
-    (``vm_pool.sandbox.activity``), that wait ends as soon as nothing on the desktop has worked
-    for a while: no program is preparing a drawing (an evaluation keeps its whole quiet period:
-    its score is a label, and a program's own timer is not seen as work). A screen on which
+    (``vm_pool.sandbox.activity``), that wait lasts while the desktop's programs are at work, up
+    to ``limit_s``, and ends as soon as nothing on the desktop has worked for a while: no
+    program is preparing a drawing (an evaluation keeps its whole quiet period: its score is a
+    label, and a program's own timer is not seen as work). A screen on which
     nothing was drawn since its frame is the same without a look at it. Elsewhere the quiet
     period counts from the settled frame, and lasts until ``reaction_ms`` after the call at
     least. What ended the wait comes with the screen (``QuietScreen``)."""
@@ -241,7 +242,11 @@ def settled_quietly(
     called = started = time.monotonic()
     observation = control.observe(settle=True)
     deadline = started + limit_s
-    first_drawing_by = min(called + reaction_ms / 1000, deadline)
+    # Where the desktop's work is seen, a program at work on a reaction is waited for as long
+    # as it works (up to the limit): on a loaded machine its first drawing may come seconds
+    # late, and a step recorded as having changed nothing is wrong training data.
+    first_drawing_by = deadline if activity is not None else called + reaction_ms / 1000
+    first_drawing_by = min(first_drawing_by, deadline)
     while quiet_ms > 0 and time.monotonic() < deadline:
         reports = _damage_reports(control)
         if reports is None:

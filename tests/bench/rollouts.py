@@ -20,12 +20,13 @@ The run uses the default settings, so each step also waits until the screen has 
 ``TANDEM_ROLLOUT_QUIET_MS`` (300 ms) since its last drawing; on this still desktop nothing is
 ever drawn, so each step waits for a first drawing until the kernel finds the desktop's
 programs idle (``vm_pool.sandbox.activity``: ``IDLE_MS``, 100 ms, with no work), at most
-``TANDEM_ROLLOUT_REACTION_MS`` (1 s) from the action: the step's floor is the longer of the
-settle and the idle period, not the reaction time (a step whose action draws waits 300 ms
-after its last drawing instead). The same batch is measured with no quiet period, the loop as
-action, settle, observe, store, next request only: ``rollout_env_steps_per_s_settle_only``; and
-with the default settings run by one worker process alone (all eight in its threads, under one
-interpreter lock): ``rollout_env_steps_per_s_one_process``.
+5 s from the action (``TANDEM_ROLLOUT_REACTION_MS``, 1 s, where the work is not seen): the
+step's floor is the longer of the settle and the idle period, not the reaction time (a step
+whose action draws waits 300 ms after its last drawing instead). The same batch is measured
+with no quiet period, the loop as action, settle, observe, store, next request only:
+``rollout_env_steps_per_s_settle_only``; and with the default settings run by one worker
+process alone (all eight in its threads, under one interpreter lock):
+``rollout_env_steps_per_s_one_process``.
 
 What a step costs the workers, from the default run: ``step_cpu_ms``, the rollout workers' CPU
 time over the run divided by the decided steps, and ``grabs_per_step``, the full frames they
