@@ -245,8 +245,9 @@ def settled_quietly(
     # Where the desktop's work is seen, a program at work on a reaction is waited for as long
     # as it works (up to the limit): on a loaded machine its first drawing may come seconds
     # late, and a step recorded as having changed nothing is wrong training data.
-    first_drawing_by = deadline if activity is not None else called + reaction_ms / 1000
-    first_drawing_by = min(first_drawing_by, deadline)
+    first_drawing_by = (
+        deadline if activity is not None else min(called + reaction_ms / 1000, deadline)
+    )
     while quiet_ms > 0 and time.monotonic() < deadline:
         reports = _damage_reports(control)
         if reports is None:

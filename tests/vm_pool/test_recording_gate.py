@@ -251,7 +251,6 @@ def test_bad_input_is_refused_with_its_reason_and_the_recording_so_far_is_kept(
             for j in range(200)
         ]
     )  # fmt: skip
-    flood_started = time.monotonic()
     flooding.start()
     waits = []
     for n in range(10):
@@ -265,13 +264,12 @@ def test_bad_input_is_refused_with_its_reason_and_the_recording_so_far_is_kept(
     # seconds at least); each arrived within half of that, however busy the machine.
     assert max(waits) < 1.0, waits
     passed = RecordedInput.objects.filter(recording=recording, index__gte=before_flood)
-    counted_s = time.monotonic() - flood_started
     moments = list(passed.values_list("at", flat=True))
     folded = len(moments)
+    assert folded > 1, moments  # the flood's moves went on passing, folded
     # At most one move every 10 ms (the gate's own clock, 1 ms allowed between the two), not
-    # the 20,000 sent.
+    # the 20,000 sent: recorded at least 9 ms apart.
     assert min(b - a for a, b in itertools.pairwise(moments)) >= 0.009, moments
-    assert 1 < folded <= 1 + counted_s / 0.01, (folded, counted_s)
     neighbour.close()
 
     # 10,000 inputs at once: keys past the rate close the stream.
