@@ -243,6 +243,9 @@ def test_bad_input_is_refused_with_its_reason_and_the_recording_so_far_is_kept(
     neighbour = RfbClient(control_url(proxy, Recording.objects.create(
         desktop=leased, user=bob, generation=leased.generation, lease_ref=leased.lease_ref
     )))  # fmt: skip
+    # Its first input pays for the start of its stream's path to the desktop: not timed.
+    neighbour.send(rfb.pointer_event(99, 200, 0))
+    wait_for_pointer(other, (99, 200))
     before_flood = RecordedInput.objects.filter(recording=recording).count()
     flooding = threading.Thread(
         target=lambda: [

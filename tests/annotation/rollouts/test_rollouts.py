@@ -306,16 +306,19 @@ def test_a_batch_of_twenty_rollouts_stops_judges_and_routes_each_as_its_trajecto
     }
     for task, (stop, outcome, verdict, failed) in expected.items():
         for rollout in rows[task]:
+            # A failure says why the rollout was judged as it was.
+            why = (
+                task,
+                [(p["name"], p["passed"], p["reason"]) for p in rollout.validation["parts"]],
+                rollout.episode.evaluation,
+                next(p for p in rollout.validation["parts"] if p["name"] == "rules")["details"],
+            )
             assert (rollout.stop_reason, rollout.episode.outcome, rollout.verdict) == (
                 stop,
                 outcome,
                 verdict,
-            ), (
-                task,
-                [(p["name"], p["passed"], p["reason"]) for p in rollout.validation["parts"]],
-                rollout.episode.evaluation,
-            )
-            assert {name for name, ok in checks(rollout).items() if not ok} == failed, task
+            ), why
+            assert {name for name, ok in checks(rollout).items() if not ok} == failed, why
             judged = next(p for p in rollout.validation["parts"] if p["name"] == "judge")
             version = judged["details"].get("prompt_version", JUDGE_PROMPT_VERSION)
             assert version == JUDGE_PROMPT_VERSION
