@@ -30,11 +30,9 @@ engine:
 desktop-image: install
 	@deploy/dev.sh desktop-image
 
-## test: install what is missing, start services if needed, run every test
-## (TEST_PROCESSES=2: in two processes, the tests that start the machine's shared services all in
-## one; not the default yet: the twenty-rollout test still fails now and then beside a busy second
-## process)
-TEST_PROCESSES ?= 1
+## test: install what is missing, start services if needed, run every test, in two processes (the
+## tests that start the machine's shared services all in one); TEST_PROCESSES=1 runs one
+TEST_PROCESSES ?= 2
 test: install services desktop-image
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/mypy

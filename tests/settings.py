@@ -8,7 +8,9 @@ databases number their desktops from the same 1), both before Tandem's settings 
 media folder its files go to (Tandem's, with the process's name appended). The environment is
 changed in the test process only: the programs it starts (workers, servers) inherit it as it is,
 or with a host of the test's own, and read Tandem's own settings with it (a program started from
-its console script cannot import ``tests``).
+its console script cannot import ``tests``). So pytest is given this module as ``--ds``
+(pyproject.toml): the processes of a parallel run inherit that variable from the one that
+started them, and would read Tandem's settings in place of these.
 """
 
 import os
