@@ -9,14 +9,23 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from rest_framework.test import APIClient
 
 from annotation.models import Membership, Project
 from backend.accounts.models import User
 from backend.accounts.tokens import SCOPES, issue_token
-from tests.support.services import SHARED
+from tests.support.services import SHARED, clear_redis_keys
 
 PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_keys_left_from_an_earlier_run() -> None:
+    """Jobs an earlier run queued and nobody took (a step proposal, say) would go to this run's
+    workers and name rows of this run's new database: the keys under this process's prefix
+    (``tests/settings.py``) are cleared as the run starts."""
+    clear_redis_keys(settings.INSTANCE_KEY_PREFIX)
 
 
 @pytest.fixture(autouse=True)

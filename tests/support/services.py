@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import redis
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +28,28 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+REDIS_DATABASES = 16  # Redis's default number; the tests' suites use databases of their own
+
+
+def clear_redis_keys(prefix: str) -> int:
+    """Delete the keys under ``prefix`` (a test instance's, never a deployment's) in every
+    database of the Redis at ``REDIS_URL``; how many (none where no Redis answers)."""
+    if not prefix.startswith("test_tandem"):
+        raise ValueError(f"not a test instance's prefix: {prefix!r}")
+    where = redis.connection.parse_url(settings.REDIS_URL)
+    cleared = 0
+    for database in range(REDIS_DATABASES):
+        client = redis.Redis(**{**where, "db": database})
+        try:
+            stale = list(client.scan_iter(match=f"{prefix}*", count=1000))
+            cleared += client.delete(*stale) if stale else 0
+        except redis.ConnectionError:
+            return cleared  # no Redis here: nothing was left in it
+        finally:
+            client.close()
+    return cleared
 
 
 def child_env(**extra: str) -> dict[str, str]:
