@@ -315,9 +315,15 @@ def _start_xvfb(size: ScreenSize) -> tuple[Display, subprocess.Popen[bytes]]:
     The connection stays open for the desktop's life: Xvfb resets itself when its last client
     disconnects, and a client connecting during that reset is dropped.
     """
-    # Test runs side by side start at different numbers, so they rarely race for one display.
-    offset = (os.getpid() % 20) * 10
-    for number in [*DISPLAYS[offset:], *DISPLAYS[:offset]]:
+    # The processes of a parallel run each take a share of the numbers of their own: two
+    # racing for one number, the loser could connect to the winner's server before its own
+    # exits, and both tests would share a screen. Test runs side by side start at different
+    # numbers of the share, so they rarely race for one display.
+    process = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    share = DISPLAYS[int(process[2:]) % count :: count]
+    offset = (os.getpid() % 20) * len(share) // 20
+    for number in [*share[offset:], *share[:offset]]:
         if Path(f"/tmp/.X{number}-lock").exists():
             continue
         display = f":{number}"
@@ -337,7 +343,7 @@ def _start_xvfb(size: ScreenSize) -> tuple[Display, subprocess.Popen[bytes]]:
         if xvfb.poll() is None:  # running but silent: give up on this number
             os.killpg(xvfb.pid, signal.SIGKILL)
         xvfb.wait()
-    raise RuntimeError(f"no free X display in {DISPLAYS}")
+    raise RuntimeError(f"no free X display in {share}")
 
 
 @contextmanager
