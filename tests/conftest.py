@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 from annotation.models import Membership, Project
 from backend.accounts.models import User
 from backend.accounts.tokens import SCOPES, issue_token
-from tests.support.services import SHARED, clear_redis_keys
+from tests.support.services import SHARED, clear_redis_keys, parallel_process
 
 PASSWORD = "correct horse battery staple"
 
@@ -53,10 +53,9 @@ def free_display_block() -> tuple[int, int]:
     start, offset by the process's number), and a block where a desktop left by a killed run
     still holds a display is passed over.
     """
-    process = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", "gw1", ... in a parallel run
-    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    start = (os.getppid() if process else os.getpid()) % DISPLAY_BLOCKS
-    for offset in range(int(process[2:]) if process else 0, DISPLAY_BLOCKS, count):
+    number, count = parallel_process()
+    start = (os.getppid() if count > 1 else os.getpid()) % DISPLAY_BLOCKS
+    for offset in range(number, DISPLAY_BLOCKS, count):
         base = 400 + ((start + offset) % DISPLAY_BLOCKS) * DISPLAY_BLOCK
         block = range(base, base + DISPLAY_BLOCK)
         if not any(display_in_use(display) for display in block):

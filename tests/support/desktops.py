@@ -32,6 +32,7 @@ from Xlib.error import DisplayError, XError
 from Xlib.protocol.event import ClientMessage
 from Xlib.xobject.drawable import Window as XWindow
 
+from tests.support.services import parallel_process
 from vm_pool.actions import Point, ScreenSize
 
 DISPLAYS = range(700, 900)
@@ -319,9 +320,8 @@ def _start_xvfb(size: ScreenSize) -> tuple[Display, subprocess.Popen[bytes]]:
     # racing for one number, the loser could connect to the winner's server before its own
     # exits, and both tests would share a screen. Test runs side by side start at different
     # numbers of the share, so they rarely race for one display.
-    process = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    share = DISPLAYS[int(process[2:]) % count :: count]
+    number, count = parallel_process()
+    share = DISPLAYS[number::count]
     offset = (os.getpid() % 20) * len(share) // 20
     for number in [*share[offset:], *share[:offset]]:
         if Path(f"/tmp/.X{number}-lock").exists():

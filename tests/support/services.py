@@ -30,6 +30,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def parallel_process() -> tuple[int, int]:
+    """This process's number in a parallel run (pytest-xdist's ``gw0``, ``gw1``, ...) and how
+    many processes the run has; (0, 1) in a run of one."""
+    process = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(process[2:]), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+
+
 REDIS_DATABASES = 16  # Redis's default number; the tests' suites use databases of their own
 
 
