@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from annotation.models import Episode, Project, Task, TaskEvent, TaskStatus
@@ -325,3 +326,56 @@ def test_holder_resumes_a_lapsed_lease_before_the_reaper_returns_it(make_user, p
     assert again.resumed and again.task.pk == first.task.pk
     assert again.lease_expires_at > timezone.now()
     assert queue.return_lapsed_leases() == 0
+
+
+def _queries(action) -> list[str]:
+    with CaptureQueriesContext(connection) as captured:
+        action()
+    return [query["sql"] for query in captured.captured_queries]
+
+
+@pytest.mark.django_db
+def test_unassigning_or_returning_many_tasks_costs_no_more_queries_than_a_few(make_user, project):
+    manager = make_user("mona", project, Role.MANAGER)
+    annotators = [make_user(f"ann{i}", project, Role.ANNOTATOR) for i in range(20)]
+    tasks = make_tasks(project, 44)
+    few, many = tasks[:2], tasks[2:22]
+    for task, ann in zip(few + many, annotators * 2, strict=False):
+        queue.assign_tasks([task], ann, manager)
+
+    # One assignee read per task was a query per task of a manager's selection.
+    assert len(_queries(lambda: queue.unassign_tasks(few, manager))) == len(
+        _queries(lambda: queue.unassign_tasks(many, manager))
+    )
+    assert TaskEvent.objects.filter(kind=TaskEvent.Kind.UNASSIGNED).count() == 22
+    assert set(
+        TaskEvent.objects.filter(kind=TaskEvent.Kind.UNASSIGNED).values_list("assignee", flat=True)
+    ) == {a.pk for a in annotators}
+
+    claimed = [queue.claim_next_task(ann, projects(project)) for ann in annotators]
+    Task.objects.filter(pk__in=[c.task.pk for c in claimed[:2]]).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    returned_few = _queries(queue.return_lapsed_leases)
+    Task.objects.filter(pk__in=[c.task.pk for c in claimed[2:]]).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert len(returned_few) == len(_queries(queue.return_lapsed_leases))
+    lapsed = TaskEvent.objects.filter(kind=TaskEvent.Kind.LEASE_LAPSED)
+    assert {(e.task_id, e.assignee_id) for e in lapsed} == {
+        (c.task.pk, ann.pk) for c, ann in zip(claimed, annotators, strict=True)
+    }
+    assert Task.objects.filter(status=TaskStatus.QUEUED, assignee=None).count() == 44
+
+
+@pytest.mark.django_db
+def test_submitting_reads_no_user_row(make_user, project):
+    ann = make_user("ann", project, Role.ANNOTATOR)
+    make_tasks(project, 1)
+    claim = queue.claim_next_task(ann, projects(project))
+
+    sql = _queries(lambda: queue.submit_task(claim.task.pk, claim.lease_id, ann))
+
+    assert not [q for q in sql if q.startswith('SELECT "accounts_user"')], sql
+    event = TaskEvent.objects.get(kind=TaskEvent.Kind.SUBMITTED)
+    assert (event.task_id, event.actor_id, event.assignee_id) == (claim.task.pk, ann.pk, ann.pk)
