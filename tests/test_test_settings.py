@@ -22,8 +22,9 @@ def test_each_process_of_a_parallel_run_is_an_instance_of_its_own():
     instance = f"test_tandem_{process}" if process else "test_tandem"
     assert instance == settings.TANDEM_INSTANCE
     assert f"{instance}:" == app.conf.broker_transport_options["global_keyprefix"]
+    assert settings.MEDIA_ROOT.name.endswith(f"-{instance}")
+    assert os.environ["TANDEM_MEDIA_ROOT"] == str(settings.MEDIA_ROOT)  # for its programs
     if process:
-        assert settings.MEDIA_ROOT.name.endswith(f"-{process}")
         assert settings.TANDEM_HOST.endswith(f"-{process}")
 
 
