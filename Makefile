@@ -38,9 +38,9 @@ test: install services desktop-image
 	@$(VENV)/bin/mypy
 	@$(VENV)/bin/pytest $(if $(filter-out 1,$(TEST_PROCESSES)),-n $(TEST_PROCESSES) --dist loadgroup)
 
-## bench: run the benchmarks, print a table, write bench-results.json
+## bench: run the benchmarks (ONLY="claim step": those alone), print a table, write bench-results.json
 bench: install services desktop-image
-	@$(PY) -m tests.bench
+	@$(PY) -m tests.bench $(ONLY)
 
 ## bench-gpu: the trainer on a random-weight Qwen2.5-VL 7B and 3B (a tiny one on the CPU), writes bench-gpu-results.json
 bench-gpu: install services

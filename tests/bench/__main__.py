@@ -2,8 +2,13 @@
 
 Benchmarks report, they never fail: a benchmark that raises prints its error and its keys are
 left out. The exit status is non-zero only when nothing at all could be measured.
+
+``python -m tests.bench claim step`` (``make bench ONLY="claim step"``) runs only the benchmarks
+named (their modules' last names) and prints their table; ``bench-results.json`` is left as it
+was, the record of a whole run.
 """
 
+import argparse
 import importlib
 import json
 import sys
@@ -18,11 +23,20 @@ RESULTS_PATH = Path(__file__).resolve().parents[2] / "bench-results.json"
 Figure = float | int
 
 
-def run_all() -> tuple[dict[str, Figure], dict[str, str]]:
-    """Run each registered benchmark; return the merged figures and the goals of their keys."""
+def chosen(names: list[str]) -> tuple[str, ...]:
+    """The registered benchmarks named by their modules' last names; all of them for none."""
+    known = {name.rsplit(".", 1)[-1]: name for name in BENCHMARKS}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ValueError(f"no benchmark named {', '.join(unknown)}; the names: {', '.join(known)}")
+    return tuple(known[name] for name in names) or BENCHMARKS
+
+
+def run_all(benchmarks: tuple[str, ...] = BENCHMARKS) -> tuple[dict[str, Figure], dict[str, str]]:
+    """Run each benchmark; return the merged figures and the goals of their keys."""
     figures: dict[str, Figure] = {}
     goals: dict[str, str] = {}
-    for name in BENCHMARKS:
+    for name in benchmarks:
         print(f"{name}: running", file=sys.stderr, flush=True)
         started = time.perf_counter()
         try:
@@ -50,13 +64,23 @@ def format_table(figures: dict[str, Figure], goals: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__)
+    parser.add_argument("names", nargs="*", help="benchmarks to run (default: all of them)")
+    args = parser.parse_args(argv)
+    try:
+        benchmarks = chosen(args.names)
+    except ValueError as error:
+        parser.error(str(error))
     setup_django()
-    figures, goals = run_all()
+    figures, goals = run_all(benchmarks)
     if not figures:
         print("No benchmark could be measured.", file=sys.stderr)
         return 1
     print(format_table(figures, goals))
+    if benchmarks != BENCHMARKS:
+        print(f"\n{RESULTS_PATH.name} is left as it was: it holds a whole run's figures")
+        return 0
     rounded = {k: round(v, 3) if isinstance(v, float) else v for k, v in figures.items()}
     RESULTS_PATH.write_text(json.dumps(rounded, indent=2) + "\n")
     print(f"\nWritten to {RESULTS_PATH}")
