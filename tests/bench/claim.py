@@ -12,6 +12,13 @@ Real annotators are separate clients (web requests served by separate worker pro
 (``claim_p95_ms``, the goal's figure), and as 16 threads of this one process
 (``claim_p95_ms_threads``), where each claim also waits for the one interpreter lock. The
 difference between the two is the share of the p95 that is the benchmark's own queueing.
+
+The anchor, in the same run: the same 16 processes claiming from the pool and submitting by one
+SQL statement each, without Tandem's rules or its ORM (``claim_client.run_sql``):
+``claim_p95_ms_one_statement``, and Tandem's p95 over it (``claim_p95_vs_one_statement``). On
+a machine whose two cores the 16 clients and PostgreSQL share, the p95 is mostly the wait for a
+core, and that wait grows with the CPU each claim and submit takes: the anchor tells what is
+the machine's and what is Tandem's own.
 """
 
 import multiprocessing
@@ -20,6 +27,7 @@ import statistics
 import threading
 import time
 
+from django.conf import settings
 from django.contrib.auth.hashers import make_password
 from django.db import connection
 from django.db.models import Count
@@ -124,17 +132,24 @@ def _claim_together(users: list[User], warmup: int, timed: int) -> tuple[list[fl
     return [s * 1000 for a in annotators for s in a.claim_seconds], elapsed
 
 
-def _claim_in_processes(users: list[User], warmup: int, timed: int) -> tuple[list[float], float]:
-    """As ``_claim_together``, with each annotator in its own process."""
+def _claim_in_processes(
+    users: list[User], warmup: int, timed: int, anchor: bool = False
+) -> tuple[list[float], float]:
+    """As ``_claim_together``, with each annotator in its own process; with ``anchor``, each
+    claims and submits by one SQL statement each (``claim_client.run_sql``)."""
+    project = Project.objects.values_list("pk", flat=True).get()
+    connection.close()
+    db = settings.DATABASES["default"]
+    database = {"host": db["HOST"], "port": db["PORT"], "user": db["USER"],
+                "password": db["PASSWORD"], "dbname": db["NAME"]}  # fmt: skip
     context = multiprocessing.get_context("spawn")
     start_line = context.Barrier(len(users) + 1)
     out = context.Queue()
-    connection.close()
+    counts = (warmup // len(users), timed // len(users), start_line, out)
     workers = [
-        context.Process(
-            target=claim_client.run,
-            args=(u.username, warmup // len(users), timed // len(users), start_line, out),
-        )
+        context.Process(target=claim_client.run_sql, args=(database, u.pk, project, *counts))
+        if anchor
+        else context.Process(target=claim_client.run, args=(u.username, *counts))
         for u in users
     ]
     for worker in workers:
@@ -173,12 +188,16 @@ def run() -> dict[str, float | int]:
         solo_ms, _ = _claim_together(users[:1], SOLO_WARMUP_CLAIMS, SOLO_TIMED_CLAIMS)
         threads_ms, _ = _claim_together(users, WARMUP_CLAIMS, TIMED_CLAIMS)
         together_ms, seconds = _claim_in_processes(users, WARMUP_CLAIMS, TIMED_CLAIMS)
+        double_assignments = _double_assignments()  # Tandem's claims only, not the anchor's
+        anchor_ms, _ = _claim_in_processes(users, WARMUP_CLAIMS, TIMED_CLAIMS, anchor=True)
         return {
             "claim_p50_ms": statistics.median(together_ms),
             "claim_p95_ms": _p95(together_ms),
             "claim_p50_ms_threads": statistics.median(threads_ms),
             "claim_p95_ms_threads": _p95(threads_ms),
-            "claim_double_assignments": _double_assignments(),
+            "claim_p95_ms_one_statement": _p95(anchor_ms),
+            "claim_p95_vs_one_statement": _p95(together_ms) / _p95(anchor_ms),
+            "claim_double_assignments": double_assignments,
             "claim_tasks": TASKS,
             "claim_clients": CLIENTS,
             "claim_throughput_per_s": len(together_ms) / seconds,
