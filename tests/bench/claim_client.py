@@ -11,6 +11,8 @@ the reason) and no ORM: what 16 clients and PostgreSQL cost by themselves on thi
 import time
 from typing import Any
 
+import psycopg
+
 POOL_CLAIM = """
 WITH picked AS (
     SELECT id FROM annotation_task
@@ -71,8 +73,6 @@ def run_sql(
     out: Any,
 ) -> None:
     """As ``run``, with ``POOL_CLAIM`` and ``SUBMIT`` on a connection of its own (autocommit)."""
-    import psycopg
-
     try:
         with psycopg.connect(**database, autocommit=True) as connection:
             timings: list[float] = []
