@@ -50,17 +50,11 @@ def setup_django() -> None:
 def _server_admin(sql: str) -> None:
     """Run one statement on the server's ``postgres`` database, outside any transaction."""
     import psycopg
-    from django.conf import settings
 
-    db = settings.DATABASES["default"]
-    with psycopg.connect(
-        host=db["HOST"],
-        port=db["PORT"],
-        user=db["USER"],
-        password=db["PASSWORD"],
-        dbname="postgres",
-        autocommit=True,
-    ) as admin:
+    # Reads Django's settings: imported once they are configured (``setup_django``).
+    from tests.support.services import database_address
+
+    with psycopg.connect(**database_address("postgres"), autocommit=True) as admin:
         admin.execute(sql)
 
 

@@ -27,7 +27,6 @@ import statistics
 import threading
 import time
 
-from django.conf import settings
 from django.contrib.auth.hashers import make_password
 from django.db import connection
 from django.db.models import Count
@@ -38,6 +37,7 @@ from annotation.projects.queue import claim_next_task, submit_task
 from backend.accounts.models import User
 from backend.accounts.roles import Capability, Role
 from tests.bench import claim_client, fresh_database
+from tests.support.services import database_address
 
 TASKS = 10_000
 CLIENTS = 16
@@ -139,9 +139,7 @@ def _claim_in_processes(
     claims and submits by one SQL statement each (``claim_client.run_sql``)."""
     project = Project.objects.values_list("pk", flat=True).get()
     connection.close()
-    db = settings.DATABASES["default"]
-    database = {"host": db["HOST"], "port": db["PORT"], "user": db["USER"],
-                "password": db["PASSWORD"], "dbname": db["NAME"]}  # fmt: skip
+    database = database_address()
     context = multiprocessing.get_context("spawn")
     start_line = context.Barrier(len(users) + 1)
     out = context.Queue()

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 import httpx
 import psycopg
-from django.conf import settings
+
+from tests.support.services import database_address
 
 # Reads a manager makes all day: projects, tasks, episodes, the board and who they are.
 PATHS = (
@@ -47,15 +48,8 @@ class LoadResult:
 
 
 def _sampler() -> psycopg.Connection:
-    db = settings.DATABASES["default"]
     return psycopg.connect(
-        host=db["HOST"],
-        port=db["PORT"],
-        user=db["USER"],
-        password=db["PASSWORD"],
-        dbname=db["NAME"],
-        application_name="tandem-load-sampler",
-        autocommit=True,
+        **database_address(), application_name="tandem-load-sampler", autocommit=True
     )
 
 

@@ -320,8 +320,8 @@ def _start_xvfb(size: ScreenSize) -> tuple[Display, subprocess.Popen[bytes]]:
     # racing for one number, the loser could connect to the winner's server before its own
     # exits, and both tests would share a screen. Test runs side by side start at different
     # numbers of the share, so they rarely race for one display.
-    number, count = parallel_process()
-    share = DISPLAYS[number::count]
+    process, count = parallel_process()
+    share = DISPLAYS[process::count]
     offset = (os.getpid() % 20) * len(share) // 20
     for number in [*share[offset:], *share[:offset]]:
         if Path(f"/tmp/.X{number}-lock").exists():

@@ -37,6 +37,19 @@ def parallel_process() -> tuple[int, int]:
     return int(process[2:]), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 
 
+def database_address(name: str | None = None) -> dict[str, str]:
+    """psycopg's connection arguments for the settings' database server: the settings'
+    database, or the one ``name``d on the same server."""
+    db = settings.DATABASES["default"]
+    return {
+        "host": db["HOST"],
+        "port": db["PORT"],
+        "user": db["USER"],
+        "password": db["PASSWORD"],
+        "dbname": name or db["NAME"],
+    }
+
+
 REDIS_DATABASES = 16  # Redis's default number; the tests' suites use databases of their own
 
 
