@@ -249,16 +249,24 @@ def test_bad_estimate_requests_get_a_clear_error(exports, base_model):
 # --- housekeeping ---------------------------------------------------------------------------
 
 
-def test_the_prepared_dataset_lives_in_the_jobs_folder_and_goes_with_it(exports, base_model):
+def test_the_prepared_dataset_lives_in_the_jobs_folder_and_goes_with_it(
+    exports, base_model, monkeypatch, tmp_path
+):
+    """Hugging Face's global cache is this test's own folder here: other test processes load
+    exports with ``datasets`` at the same time, into the machine's."""
     sft, dpo, client = exports
+    cache = tmp_path / "hf-datasets"
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", cache)
     created = client.post("/api/finetune-jobs/", body([sft], base_model), format="json")
-    before = _global_cache_files()
     assert finetune.run_job(created.json()["id"]) == "succeeded"
-    assert _global_cache_files() == before
+    assert _arrow_files(cache) == set()
+    # Where a load without a folder of its own writes: the same folder.
+    parquet = default_storage.path(f"{sft.location}data/*.parquet")
+    datasets.load_dataset("parquet", data_files=parquet, split="train")
+    assert _arrow_files(cache) != set()
 
 
-def _global_cache_files() -> set[str]:
-    root = datasets.config.HF_DATASETS_CACHE
+def _arrow_files(root) -> set[str]:
     return {str(p) for p in root.rglob("*.arrow")} if root.exists() else set()
 
 
