@@ -107,6 +107,17 @@ def spec_of(job: FineTuneJob, parent_adapter: str = "") -> TrainingSpec:
     )
 
 
+def data_style(stages: list[Stage]) -> str:
+    """The coordinate convention the stages' rows share: the one the trained version answers
+    in."""
+    styles = {stage.dataset.coordinate_style for stage in stages}
+    if len(styles) > 1:
+        raise JobRejected(
+            f"a job's datasets must write coordinates in one convention, not {sorted(styles)}"
+        )
+    return styles.pop() if styles else "uitars15"
+
+
 def create_job(
     *,
     stages: list[Stage],
@@ -126,6 +137,12 @@ def create_job(
         base_url = base_url or parent_version.base_url
     path = parent_version.base_model_path if parent_version is not None else ""
     path = path or resolve_base_model(base_model)
+    style = data_style(stages)
+    if parent_version is not None and parent_version.coordinate_style != style:
+        raise JobRejected(
+            f"the datasets write coordinates in {style}, but {parent_version.name} answers in "
+            f"{parent_version.coordinate_style}: export them from a project that serves it"
+        )
     if not is_adapter_name(version_name):
         raise JobRejected(
             f"{version_name!r} cannot name a model version with an adapter: use letters, "
@@ -414,7 +431,7 @@ def _register(job: FineTuneJob, reporter: _JobReporter, prefix: str, record: dic
                 base_model=parent.base_model if parent else job.base_model,
                 base_model_path=job.base_model_path,
                 base_url=job.base_url,
-                coordinate_style=parent.coordinate_style if parent else "uitars15",
+                coordinate_style=data_style([Stage.from_json(s) for s in job.stages]),
                 adapter_location=f"{prefix}/adapter",
                 parent=parent,
                 job=locked,

@@ -130,6 +130,7 @@ class ExportSerializer(serializers.ModelSerializer):
             "kind",
             "format",
             "filters",
+            "coordinate_style",
             "status",
             "progress",
             "counts",

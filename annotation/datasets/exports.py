@@ -51,11 +51,13 @@ from annotation.datasets.formats import llama_factory, trl
 from annotation.datasets.records import Filters, ReviewStatus, Source
 from annotation.job_names import BUILD_EXPORT
 from annotation.models import DatasetExport, Episode, EpisodeMode, Project
+from annotation.projects.versions import project_model_settings
 from annotation.quality import kept
 from backend import attempts
 from backend.accounts.models import User
 from backend.celery import send_after_commit
 from backend.errors import DomainError
+from model_serving.uitars import CoordinateStyle
 from vm_pool.models import Screenshot
 
 log = logging.getLogger(__name__)
@@ -158,7 +160,13 @@ def create_export(
         raise ExportError(f"No annotator named {filters.annotator!r}.")
     with transaction.atomic():
         export = DatasetExport.objects.create(
-            project=project, kind=kind, format=format, filters=filters.as_json(), created_by=user
+            project=project,
+            kind=kind,
+            format=format,
+            filters=filters.as_json(),
+            # The convention of the model the project serves: its version A's, where it has one.
+            coordinate_style=project_model_settings(project).get("style", CoordinateStyle.UITARS15),
+            created_by=user,
         )
         send_after_commit(BUILD_EXPORT, [export.pk], settings.TANDEM_EXPORT_QUEUE)
     return export
@@ -363,8 +371,7 @@ def _write(export: DatasetExport, attempt: int, staging: Path) -> Path:
     records = checkpoints.wrap(
         pairs.iter_samples(filters, export.kind, include_accepted, on_episode=checkpoints.episode)
     )
-    # The coordinate convention of the model the project serves (its proposer's ``style``).
-    style = export.project.model_settings.get("style", "uitars15")
+    style = export.coordinate_style
     manifest_filters = {
         "project": export.project_id,
         **export.filters,

@@ -93,9 +93,18 @@ def training_stages(user: User, export_ids: list[int]) -> tuple[list[Stage], lis
             location=export.location,
             files=files,
             content_hash=export.content_hash,
+            coordinate_style=export.coordinate_style,
         )
         stages.append(Stage(kind=export.kind, dataset=ref))
         projects.append(export.project_id)
+    styles = {stage.dataset.coordinate_style: stage.dataset.export_id for stage in stages}
+    if len(styles) > 1:
+        named = ", ".join(f"export {export_id} in {style}" for style, export_id in styles.items())
+        raise DatasetNotUsable(
+            "the datasets write coordinates in different conventions "
+            f"({named}); one model answers in one",
+            details={"coordinate_styles": sorted(styles)},
+        )
     return stages, projects
 
 

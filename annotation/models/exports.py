@@ -31,6 +31,12 @@ class DatasetExport(models.Model):
     kind = models.CharField(max_length=8, choices=Kind.choices)
     format = models.CharField(max_length=16, choices=Format.choices, default=Format.TRL)
     filters = models.JSONField(default=dict, blank=True)
+    coordinate_style = models.CharField(
+        max_length=16,
+        default="uitars15",
+        help_text="How the rows write coordinates: the convention of the model the project "
+        "served when the export was asked for (its version A's, else its own settings').",
+    )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     progress = models.FloatField(default=0.0)
     counts = models.JSONField(default=dict, blank=True)

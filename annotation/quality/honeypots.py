@@ -48,6 +48,7 @@ from annotation.models import (
     Task,
     TaskStatus,
 )
+from annotation.projects.versions import project_model_settings
 from annotation.quality import feedback
 from annotation.quality.gold import BadGold, GoldNotAllowed
 from annotation.quality.rules import is_right
@@ -185,7 +186,9 @@ def _shown(honeypot: Honeypot, gold_step: Step) -> Recorded | None:
         action = Action.from_json(decoy["action"])
         observation = gold_step.observation
         screen = ScreenSize(observation.width, observation.height)
-        style = honeypot.task.project.model_settings.get("style", CoordinateStyle.UITARS15)
+        # The convention of the answers the project's model shows (its version A's).
+        settings_of = project_model_settings(honeypot.task.project)
+        style = settings_of.get("style", CoordinateStyle.UITARS15)
         if recorded is not None and recorded.model_name == BASELINE_NAME:
             text = f"Thought: {decoy['thought']}\nAction: {action.to_text()}"  # screen pixels
         else:

@@ -36,6 +36,9 @@ class DatasetRef:
     location: str  # storage folder of the export
     files: tuple[DatasetFile, ...]
     content_hash: str = ""
+    # How its rows write coordinates (``model_serving.uitars.CoordinateStyle``): the model
+    # trained on them answers in it.
+    coordinate_style: str = "uitars15"
 
     @property
     def parquet_files(self) -> list[DatasetFile]:
@@ -53,6 +56,7 @@ class DatasetRef:
             location=data["location"],
             files=files,
             content_hash=data.get("content_hash", ""),
+            coordinate_style=data.get("coordinate_style", "uitars15"),
         )
 
 

@@ -257,6 +257,34 @@ def test_unknown_base_models_taken_names_and_bad_settings_are_refused(
     )
 
 
+def test_a_version_answers_in_the_coordinate_convention_its_datasets_were_written_in(
+    synthetic, engineer, base_model
+):
+    user, client = engineer
+    absolute = built_export(synthetic, user, "sft")
+    synthetic.model_version = ModelVersion.objects.create(
+        name="ui-tars-1.0-ft", base_model=str(base_model), coordinate_style="relative1000"
+    )
+    synthetic.save(update_fields=["model_version"])
+    relative = built_export(synthetic, user, "sft")
+    assert (absolute.coordinate_style, relative.coordinate_style) == ("uitars15", "relative1000")
+
+    message = refused(client, job_body([absolute, relative], base_model), 400, "dataset_not_usable")
+    assert message == (
+        "the datasets write coordinates in different conventions "
+        f"(export {absolute.pk} in uitars15, export {relative.pk} in relative1000); "
+        "one model answers in one"
+    )
+    on_parent = job_body([absolute], base_model, parent_version="ui-tars-1.0-ft")
+    message = refused(client, on_parent, 400, "finetune_rejected")
+    assert message.startswith("the datasets write coordinates in uitars15, but ui-tars-1.0-ft")
+
+    created = client.post("/api/finetune-jobs/", job_body([relative], base_model), format="json")
+    assert created.status_code == 201, created.json()
+    assert finetune.run_job(created.json()["id"]) == "succeeded"
+    assert ModelVersion.objects.get(name="ui-tars-ft-1").coordinate_style == "relative1000"
+
+
 def test_the_deployments_base_models_and_the_default_settings_are_listed_by_name(
     project, engineer, make_user, client_for, token_client_for, settings
 ):

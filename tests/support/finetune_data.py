@@ -19,13 +19,7 @@ def built_export(
     """An export row built and published by the export job's own function; held-out episodes
     are left out unless the filters say otherwise."""
     filters.setdefault("exclude_held_out", True)
-    export = DatasetExport.objects.create(
-        project=project,
-        kind=kind,
-        format=fmt,
-        filters=exports.ExportFilters(**filters).as_json(),
-        created_by=user,
-    )
+    export = exports.create_export(project, user, kind, fmt, exports.ExportFilters(**filters))
     exports.build_export(export.pk)
     export.refresh_from_db()
     assert export.status == DatasetExport.Status.SUCCEEDED, export.error

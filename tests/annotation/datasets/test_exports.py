@@ -24,8 +24,11 @@ from annotation.models import DatasetExport, Episode
 from backend.accounts.roles import Role
 from backend.attempts import AttemptAlive
 from model_serving.evaluation import is_held_out
+from model_serving.models import ModelVersion
+from model_serving.uitars import assistant_text
 from tests.annotation.datasets.test_dataset_llama_factory import validate
-from tests.support.export_data import expected, make_episodes
+from tests.support.export_data import MODEL_CLICK, expected, make_episodes
+from vm_pool.actions import Action, ScreenSize
 from vm_pool.models import Screenshot
 
 pytestmark = pytest.mark.django_db
@@ -153,6 +156,43 @@ def test_the_same_data_and_filters_give_a_byte_identical_export(api, project, re
     ]
     other = build(api, create(api, project, "dpo", model_version="ui-tars-2")["id"])
     assert other["counts"]["samples"] == 0 and other["content_hash"] != first["content_hash"]
+
+
+def test_rows_are_written_in_the_convention_of_the_model_the_project_serves(
+    api, project, recorded, tmp_path
+):
+    """The project's version A answers in 0-1000: its rows must too, though the project's own
+    settings name no style; an export keeps the convention it was asked for in."""
+
+    def rejected_text(export) -> tuple[str, str]:
+        out = download_all(api, export, tmp_path / str(export["id"]))
+        manifest = json.loads((out / "manifest.json").read_text())
+        row = datasets.load_dataset("parquet", data_files=str(out / "data" / "*.parquet"))
+        return manifest["coordinate_style"], row["train"][0]["rejected"][0]["content"][0]["text"]
+
+    click = Action.from_json(MODEL_CLICK)
+    before = build(api, create(api, project, "dpo")["id"])
+    assert before["coordinate_style"] == "uitars15"
+    project.model_version = ModelVersion.objects.create(
+        name="ui-tars-1.0-ft", base_model="ui-tars-1.0-7b", coordinate_style="relative1000"
+    )
+    project.save(update_fields=["model_version"])
+    assert "style" not in project.model_settings
+    asked = create(api, project, "dpo")
+    assert asked["coordinate_style"] == "relative1000"
+    project.model_version = None  # the project moves on before the job runs
+    project.save(update_fields=["model_version"])
+    after = build(api, asked["id"])
+    assert after["coordinate_style"] == "relative1000"
+    screen = ScreenSize(64, 40)
+    assert rejected_text(before) == (
+        "uitars15",
+        assistant_text("Click.", click, screen, "uitars15"),
+    )
+    assert rejected_text(after) == (
+        "relative1000",
+        assistant_text("Click.", click, screen, "relative1000"),
+    )
 
 
 def test_filters_reach_the_pair_builder(api, project, recorded, make_user):
