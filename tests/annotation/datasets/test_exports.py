@@ -8,11 +8,13 @@ transactions nothing reaches a broker.
 """
 
 import hashlib
+import importlib
 import json
 from pathlib import Path
 
 import datasets
 import pytest
+from django.apps import apps as django_apps
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.test.utils import override_settings
@@ -20,7 +22,7 @@ from django.utils import timezone
 
 from annotation.datasets import exports, pairs
 from annotation.episodes.reviews import review_episode
-from annotation.models import DatasetExport, Episode
+from annotation.models import DatasetExport, Episode, Project
 from backend.accounts.roles import Role
 from backend.attempts import AttemptAlive
 from model_serving.evaluation import is_held_out
@@ -193,6 +195,28 @@ def test_rows_are_written_in_the_convention_of_the_model_the_project_serves(
         "relative1000",
         assistant_text("Click.", click, screen, "relative1000"),
     )
+
+
+def test_exports_made_before_the_convention_was_recorded_are_given_the_one_they_wrote(
+    project, engineer
+):
+    """They wrote the project's own ``style`` setting (``uitars15`` without one)."""
+    migration = importlib.import_module("annotation.migrations.0019_export_coordinate_style")
+    plain = DatasetExport.objects.create(project=project, kind="sft", created_by=engineer)
+    project.model_settings = {**project.model_settings, "style": "relative1000"}
+    project.save(update_fields=["model_settings"])
+    relative = DatasetExport.objects.create(project=project, kind="sft", created_by=engineer)
+    other = Project.objects.create(name="Other")
+    elsewhere = DatasetExport.objects.create(project=other, kind="sft", created_by=engineer)
+
+    migration.style_written(django_apps, None)
+
+    written = dict(DatasetExport.objects.values_list("pk", "coordinate_style"))
+    assert written == {
+        plain.pk: "relative1000",
+        relative.pk: "relative1000",
+        elsewhere.pk: "uitars15",
+    }
 
 
 def test_filters_reach_the_pair_builder(api, project, recorded, make_user):

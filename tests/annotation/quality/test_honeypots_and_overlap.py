@@ -30,7 +30,10 @@ from annotation.models import (
 from annotation.projects import queue
 from annotation.quality import checks, gold, honeypots, overlap, scorecards
 from backend.accounts.roles import Role
+from model_serving.models import ModelVersion
+from model_serving.uitars import assistant_text
 from tests.support.pngs import solid_png
+from vm_pool.actions import Action, ScreenSize
 from vm_pool.screen.screenshots import store_screenshot
 
 pytestmark = pytest.mark.django_db
@@ -166,6 +169,22 @@ def test_a_run_shows_the_recorded_answers_while_on_gold_and_is_scored(honeypot, 
     HoneypotRun.objects.create(episode=cal_run, honeypot=honeypot)
     assert [v.right for v in honeypots.score_run(cal_run.pk)] == [True, False]
     assert checks.gold_accuracy(task.project_id, people["cal"].pk) == 0.5
+
+
+def test_a_decoy_is_written_in_the_convention_of_the_model_the_project_serves(
+    honeypot, project, people
+):
+    """Version A answers in 0-1000: a decoy in another convention would stand out."""
+    project.model_version = ModelVersion.objects.create(
+        name="ui-tars-1.0-ft", base_model="ui-tars-1.0-7b", coordinate_style="relative1000"
+    )
+    project.save(update_fields=["model_version"])
+    run = worked(honeypot.task, people["ann"], ACCEPT_RIGHT, [WRONG, DONE])
+    HoneypotRun.objects.create(episode=run, honeypot=honeypot)
+    shown = honeypots.answer_for(run.steps.get(index=1))
+    wrong, screen = Action.from_json(WRONG), ScreenSize(1280, 800)
+    assert shown.raw_text == assistant_text("Click the logo.", wrong, screen, "relative1000")
+    assert shown.raw_text != assistant_text("Click the logo.", wrong, screen, "uitars15")
 
 
 def test_a_gold_threshold_holds_new_episodes_for_review_and_feedback_is_told(
