@@ -69,9 +69,10 @@ class ExportFiltersSerializer(serializers.Serializer):
         "change it (flagged no_visible_effect on the step): keys swallowed, say.",
     )
     require_approved_thoughts = serializers.BooleanField(
-        default=False,
+        default=True,
         help_text="Leave out episodes with a demonstrated step whose thought no person wrote "
-        "or approved (empty, or a model's draft).",
+        "or approved (empty, or a model's draft). On unless turned off: such a step would "
+        "teach the model an empty or unchecked thought.",
     )
     require_replay = serializers.BooleanField(
         default=False,

@@ -107,8 +107,9 @@ class ExportFilters:
     min_task_success: float | None = None  # only episodes the task's evaluator scored this high
     source: Source = "interactive"  # or validated rollouts
     drop_no_visible_effect: bool = False  # leave out steps whose action changed nothing
-    # Leave out demonstrations whose thoughts are not all a person's, or that did not replay.
-    require_approved_thoughts: bool = False
+    # Leave out demonstrations whose thoughts are not all a person's (by default: an empty
+    # thought or a model's unapproved draft is no training target), or that did not replay.
+    require_approved_thoughts: bool = True
     require_replay: bool = False
     # Only work of annotators this good, or work they corroborate (annotation.quality.kept).
     min_gold_accuracy: float | None = None
@@ -315,7 +316,9 @@ class _Checkpoints:
             self.records, self.checked_at = 0, time.monotonic()
 
 
-def _filters(export: DatasetExport) -> tuple[Filters, bool]:
+def export_filters(export: DatasetExport) -> tuple[Filters, bool]:
+    """What the export's job reads, from the filters recorded on it; a filter added later that
+    an older export does not name reads as it did then (off)."""
     given = export.filters
     annotator_id = None
     if given.get("annotator"):
@@ -366,7 +369,7 @@ def _screenshot_reader() -> Any:
 
 
 def _write(export: DatasetExport, attempt: int, staging: Path) -> Path:
-    filters, include_accepted = _filters(export)
+    filters, include_accepted = export_filters(export)
     checkpoints = _Checkpoints(export.pk, attempt, pairs.count_episodes(filters, export.kind))
     records = checkpoints.wrap(
         pairs.iter_samples(filters, export.kind, include_accepted, on_episode=checkpoints.episode)

@@ -113,7 +113,7 @@ class Filters:
     drop_no_visible_effect: bool = False
     # Leave out episodes with demonstrated steps whose thoughts are not all a person's (written,
     # or a draft approved), or whose replay check did not find them replaying.
-    require_approved_thoughts: bool = False
+    require_approved_thoughts: bool = True
     require_replay: bool = False
     # Keep only work of annotators this good, or work they corroborate (``quality.kept``).
     min_gold_accuracy: float | None = None

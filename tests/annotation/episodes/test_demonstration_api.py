@@ -8,10 +8,12 @@ import pytest
 from django.utils import timezone
 
 from annotation import jobs
-from annotation.datasets.pairs import iter_samples
-from annotation.datasets.records import Filters
+from annotation.datasets import exports
+from annotation.datasets.pairs import THOUGHTS_NOT_APPROVED, iter_samples
+from annotation.datasets.records import Filters, Tally
 from annotation.episodes import demonstrations, loop
 from annotation.models import (
+    DatasetExport,
     Decision,
     Demonstration,
     Episode,
@@ -189,6 +191,30 @@ def test_the_demo_endpoint_drafts_thoughts_that_stay_drafts_until_the_person_app
     assert approved["approved"] is True and approved["drafted_by"] == ""
     (sample,) = iter_samples(filters, "sft")
     assert sample.completion.thought == draft["final_thought"]
+
+
+def test_exports_leave_out_demonstrations_without_a_persons_thoughts_unless_told_not_to(
+    demonstrated, client_for, make_user
+):
+    Episode.objects.filter(pk=demonstrated.pk).update(ended_at=timezone.now(), outcome="finished")
+    project = demonstrated.task.project
+    engineer = client_for(make_user("erin", project, Role.ENGINEER))
+
+    def asked(filters: dict) -> dict:
+        body = {"project": project.pk, "kind": "sft", "format": "trl", "filters": filters}
+        created = engineer.post("/api/exports/", body, format="json")
+        assert created.status_code == 201, created.json()
+        return exports.export_filters(DatasetExport.objects.get(pk=created.json()["id"]))[0]
+
+    by_default = asked({})
+    assert by_default.require_approved_thoughts is True
+    tally = Tally()
+    assert list(iter_samples(by_default, "sft", tally=tally)) == []
+    assert tally.skipped == {THOUGHTS_NOT_APPROVED: 1}
+    turned_off = asked({"require_approved_thoughts": False})
+    assert turned_off.require_approved_thoughts is False
+    (sample,) = iter_samples(turned_off, "sft")  # the engineer's own choice
+    assert (sample.kind, sample.completion.thought) == ("demonstrated", "")
 
 
 def test_a_model_asked_for_a_thought_sees_the_person_s_action_and_the_screen(demonstrated):

@@ -67,7 +67,7 @@ function ExportForm({ project, onCreated }: { project: string; onCreated: () => 
   // Fine-tuning refuses exports that may hold the held-out episodes kept for evaluation.
   const [excludeHeldOut, setExcludeHeldOut] = useState(true);
   const [dropNoEffect, setDropNoEffect] = useState(false);
-  const [approvedThoughts, setApprovedThoughts] = useState(false);
+  const [approvedThoughts, setApprovedThoughts] = useState(true);
   const [replayed, setReplayed] = useState(false);
   const { error, dismiss, onSubmit } = useSubmit();
   const submit = onSubmit(async () => {
