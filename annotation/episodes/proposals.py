@@ -5,7 +5,9 @@ again on a branch task's step. One module writes Proposal rows and announces the
 Ranks are counted under the step's row lock, so two answers stored at once never take the same
 rank. An answer for an observation the screen has replaced since is stored superseded and not
 offered; as it was the step's one answer in flight, it asks for the newer screen in its place
-(``observations.ask_model``).
+(``observations.ask_model``). An answer that comes once the step is decided (the annotator
+corrected it without waiting) or its episode ended is stored superseded too: no one saw it, so
+it is no one's rejected answer in a pair.
 """
 
 from typing import Any
@@ -26,7 +28,8 @@ def record_proposals(step_id: int, result: Any, observation: str | None = None) 
     under the step's row lock: two answers stored at once never take the same rank."""
     with transaction.atomic():
         step = Step.objects.select_for_update().select_related("episode").get(pk=step_id)
-        superseded = observation is not None and observation != step.observation_id
+        late = _too_late(step)
+        superseded = late or (observation is not None and observation != step.observation_id)
         first_rank = step.proposals.count()
         rows = [
             Proposal(
@@ -50,7 +53,8 @@ def record_proposals(step_id: int, result: Any, observation: str | None = None) 
         ]
         Proposal.objects.bulk_create(rows)
         if superseded:
-            _ask_again(step)
+            if not late:
+                _ask_again(step)
             return rows
         Episode.objects.filter(pk=step.episode_id, model_version="").update(
             model_name=result.model_name, model_version=result.model_version
@@ -63,18 +67,23 @@ def record_proposals(step_id: int, result: Any, observation: str | None = None) 
     return rows
 
 
+def _too_late(step: Step) -> bool:
+    """The step was decided, or its episode ended, before the answer came: nothing offers it."""
+    return step.decided_at is not None or step.episode.ended_at is not None
+
+
 def _ask_again(step: Step) -> None:
-    """An answer came for a screen replaced since: the newer one is asked for, while the step
-    is open."""
-    if step.decided_at is None and step.episode.ended_at is None:
-        observations.ask_model(step.pk)
+    """An answer came for a screen replaced since: the newer one is asked for, the step being
+    open."""
+    observations.ask_model(step.pk)
 
 
 def record_model_unavailable(step_id: int, reason: str, observation: str | None = None) -> None:
     """The model could not answer: the annotator is told to write the step themselves."""
     with transaction.atomic():
         step = Step.objects.select_for_update().select_related("episode").get(pk=step_id)
-        superseded = observation is not None and observation != step.observation_id
+        late = _too_late(step)
+        superseded = late or (observation is not None and observation != step.observation_id)
         Proposal.objects.create(
             step=step,
             rank=step.proposals.count(),
@@ -83,7 +92,8 @@ def record_model_unavailable(step_id: int, reason: str, observation: str | None 
             superseded=superseded,
         )
         if superseded:
-            _ask_again(step)
+            if not late:
+                _ask_again(step)
             return
         tell(step.episode_id, "model_unavailable", {"step": step.index, "reason": reason})
 

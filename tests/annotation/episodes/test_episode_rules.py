@@ -293,6 +293,34 @@ def test_one_proposal_at_most_is_in_flight_for_a_step(
     assert sent.count(("annotation.jobs.propose_step", [step.pk])) == 2
 
 
+@pytest.mark.django_db
+def test_an_answer_that_comes_after_the_decision_is_kept_but_offered_to_no_one(
+    open_episode, monkeypatch, django_capture_on_commit_callbacks
+):
+    """The annotator corrected the step while the model was still answering: the answer, no
+    one having seen it, is stored superseded, asks for nothing, and is no pair's rejected
+    side."""
+    episode, step, ann = open_episode
+    Proposal.objects.filter(step=step).delete()  # the model has not answered yet
+    sent: list[tuple[str, list]] = []
+    monkeypatch.setattr(
+        celery_app, "send_task", lambda name, args, queue: sent.append((name, args))
+    )
+    typed = {"type": "type", "content": "Archive"}
+    episodes.decide(episode.pk, ann, 1, Decision.CORRECTED, thought="Type it.", action=typed)
+    sent.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        proposals.record_proposals(step.pk, _answer(), observation=step.observation_id)
+        proposals.record_model_unavailable(step.pk, "timed out", observation=step.observation_id)
+    assert list(step.proposals.values_list("superseded", flat=True)) == [True, True]
+    assert sent == []
+    Episode.objects.filter(pk=episode.pk).update(ended_at=timezone.now(), outcome="finished")
+    filters = pairs.Filters(project_id=episode.task.project_id)
+    assert list(pairs.iter_samples(filters, "dpo")) == []
+    (sample,) = pairs.iter_samples(filters, "sft")
+    assert sample.completion.action_json == typed
+
+
 @pytest.mark.django_db(transaction=True)
 def test_two_answers_stored_at_once_never_take_the_same_rank(open_episode):
     episode, step, ann = open_episode
