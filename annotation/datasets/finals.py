@@ -18,12 +18,13 @@ from annotation.models import (
     Episode,
     EpisodeMode,
     EpisodeOutcome,
+    Project,
     Proposal,
     Review,
     Step,
     StepRevision,
 )
-from annotation.quality.kept import kept
+from annotation.quality.kept import gold_failing, kept
 from vm_pool.actions import Action, ScreenSize
 
 
@@ -72,10 +73,18 @@ def episodes_for(filters: Filters, kind: str) -> QuerySet[Episode]:
 
 def people(episodes: QuerySet[Any], filters: Filters) -> QuerySet[Any]:
     """People's episodes that may be data (``annotation.quality.kept``): never a honeypot run,
-    a held episode once a review accepted it, and the quality filters."""
-    episodes = episodes.filter(mode=EpisodeMode.INTERACTIVE, honeypot_run__isnull=True).filter(
-        Q(quality_hold__isnull=True) | Q(review_verdict=Review.Verdict.ACCEPTED)
+    a held episode (or any of an annotator now below the project's gold threshold) once a
+    review accepted it, and the quality filters."""
+    episodes = episodes.filter(mode=EpisodeMode.INTERACTIVE, honeypot_run__isnull=True)
+    not_held = Q(quality_hold__isnull=True)
+    threshold = (
+        Project.objects.filter(pk=filters.project_id)
+        .values_list("gold_threshold", flat=True)
+        .first()
     )
+    if threshold is not None:
+        not_held &= ~Q(annotator_id__in=gold_failing(filters.project_id, threshold))
+    episodes = episodes.filter(not_held | Q(review_verdict=Review.Verdict.ACCEPTED))
     return kept(episodes, filters.project_id, filters.min_gold_accuracy, filters.min_agreement)
 
 

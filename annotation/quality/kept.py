@@ -3,7 +3,11 @@
 Rules:
 
 - Honeypot runs are never ordinary data: every export leaves them out.
-- A held episode (``QualityHold``) counts only once its latest review accepted it.
+- A held episode (``QualityHold``) counts only once its latest review accepted it. So does,
+  in a project with a gold threshold, any episode of an annotator whose gold accuracy there is
+  below it now: the hold is also read when the data is, not only written when an episode ends
+  (an export may run before the episode's check, and work done before the annotator's first
+  missed gold is no better for having come first).
 - ``min_gold_accuracy``: an annotator *passes* when their gold accuracy in the project (all
   their scored gold steps) is at least it; one with no scored gold step does not (nothing is
   known, and wrong data is worse than none). An episode is kept when its annotator passes, or
@@ -23,14 +27,26 @@ from annotation.models import Agreement, Episode, GoldVerdict
 from backend.accounts.models import User
 
 
-def gold_passing(project_id: int, minimum: float) -> set[int]:
-    """The annotators whose gold accuracy in the project is at least ``minimum``."""
+def _gold_accuracies(project_id: int) -> dict[int, float]:
+    """Each annotator's gold accuracy in the project, where they have a scored gold step (the
+    same share as ``checks.gold_accuracy``)."""
     rows = (
         GoldVerdict.objects.filter(run__episode__task__project_id=project_id)
         .values("annotator_id")
         .annotate(total=Count("id"), right=Count("id", filter=Q(right=True)))
     )
-    return {r["annotator_id"] for r in rows if r["right"] >= minimum * r["total"] > 0}
+    return {r["annotator_id"]: r["right"] / r["total"] for r in rows if r["total"]}
+
+
+def gold_passing(project_id: int, minimum: float) -> set[int]:
+    """The annotators whose gold accuracy in the project is at least ``minimum``."""
+    return {who for who, share in _gold_accuracies(project_id).items() if share >= minimum}
+
+
+def gold_failing(project_id: int, threshold: float) -> set[int]:
+    """The annotators whose gold accuracy in the project is below ``threshold`` (one without a
+    scored gold step is not: nothing is known)."""
+    return {who for who, share in _gold_accuracies(project_id).items() if share < threshold}
 
 
 def agreement_passing(project_id: int, minimum: float) -> set[int]:
@@ -46,7 +62,7 @@ def agreement_passing(project_id: int, minimum: float) -> set[int]:
             seen = totals.setdefault(row[side], [0, 0])
             seen[0] += row["agreed"]
             seen[1] += row["total"]
-    return {who for who, (agreed, total) in totals.items() if agreed >= minimum * total > 0}
+    return {who for who, (agreed, total) in totals.items() if total and agreed / total >= minimum}
 
 
 def _corroborated(passing: set[int]) -> Q:

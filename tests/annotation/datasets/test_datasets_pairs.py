@@ -354,10 +354,11 @@ def test_filters_choose_the_episodes(recorded, project, make_user):
 
 
 def test_samples_stream_a_chunk_of_episodes_at_a_time(recorded, project, django_assert_num_queries):
-    # One query reads the episodes; each chunk then prefetches its steps, their revisions and
-    # (for pairs) their proposals: three queries per chunk, whatever the number of steps.
-    with django_assert_num_queries(1 + 2 * 3):
+    # One query reads the project's gold threshold (none here), one the episodes; each chunk
+    # then prefetches its steps, their revisions and (for pairs) their proposals: three queries
+    # per chunk, whatever the number of steps.
+    with django_assert_num_queries(2 + 2 * 3):
         records = datasets.iter_samples(Filters(project.pk), "dpo", chunk_size=1)
         assert len(list(records)) == 3
-    with django_assert_num_queries(1 + 3):
+    with django_assert_num_queries(2 + 3):
         assert len(list(datasets.iter_samples(Filters(project.pk), "dpo", chunk_size=10))) == 3

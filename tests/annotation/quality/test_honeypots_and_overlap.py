@@ -28,7 +28,7 @@ from annotation.models import (
     TaskStatus,
 )
 from annotation.projects import queue
-from annotation.quality import checks, gold, honeypots, overlap, scorecards
+from annotation.quality import checks, gold, honeypots, kept, overlap, scorecards
 from backend.accounts.roles import Role
 from model_serving.models import ModelVersion
 from model_serving.uitars import assistant_text
@@ -209,6 +209,45 @@ def test_a_gold_threshold_holds_new_episodes_for_review_and_feedback_is_told(
     assert run.pk not in set(episodes_for(filters, "sft").values_list("pk", flat=True))
     review_episode(later, people["mona"], "accepted", None, "")
     assert later.pk in set(episodes_for(filters, "sft").values_list("pk", flat=True))
+
+    # Before his check ran, and from before his first gold: his work is held all the same.
+    unchecked = worked(Task.objects.create(project=project, external_id="t2"), bob, ACCEPT_RIGHT)
+    earlier = worked(Task.objects.create(project=project, external_id="t0"), bob, ACCEPT_RIGHT)
+    Episode.objects.filter(pk=earlier.pk).update(ended_at=run.ended_at - timedelta(hours=1))
+    exported = set(episodes_for(filters, "sft").values_list("pk", flat=True))
+    assert not {unchecked.pk, earlier.pk} & exported
+    assert not QualityHold.objects.filter(episode__in=[unchecked, earlier]).exists()
+    # Another annotator exactly at the threshold is not held (7 of 100 right at 0.07, where
+    # 0.07 × 100 is 7.000000000000001).
+    project.gold_threshold = 0.07
+    project.save()
+    cal = people["cal"]
+    cal_run = worked(honeypot.task, cal, ACCEPT_RIGHT)
+    hundred = Step.objects.bulk_create(
+        Step(episode=cal_run, index=i, observation=cal_run.steps.first().observation)
+        for i in range(3, 103)
+    )
+    honeypot_run = HoneypotRun.objects.create(episode=cal_run, honeypot=honeypot)
+    gold_step = GoldStep.objects.filter(step__episode__task=honeypot.task).first()
+    GoldVerdict.objects.bulk_create(
+        GoldVerdict(
+            run=honeypot_run,
+            step=step,
+            gold=gold_step,
+            annotator=cal,
+            right=n < 7,
+            shown_right=True,
+            at=timezone.now(),
+        )  # fmt: skip
+        for n, step in enumerate(hundred)
+    )
+    assert checks.gold_accuracy(project.pk, cal.pk) == 0.07
+    his = worked(Task.objects.create(project=project, external_id="t3"), cal, ACCEPT_RIGHT)
+    assert his.pk in set(episodes_for(filters, "sft").values_list("pk", flat=True))
+    assert bob.pk not in kept.gold_passing(project.pk, 0.07)
+    assert kept.gold_passing(project.pk, 0.07) == {cal.pk}
+    project.gold_threshold = 0.8
+    project.save()
 
     # bob is told the right answer of his miss, and why a reviewer rejected his work.
     review_episode(run, people["mona"], "rejected", 1, "The logo is not the marker.")
