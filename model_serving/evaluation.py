@@ -1,9 +1,13 @@
 """Offline evaluation: the held-out split, and the step success rate of a model version.
 
-**Held-out split.** An episode is held out when the first 8 bytes of
-``sha256("tandem-held-out:<episode id>")``, read as a big-endian integer, fall below
-``share`` of 2**64 (``settings.TANDEM_HELD_OUT_SHARE``, 10 % by default). The split depends on
-nothing but the id, so it never moves as data arrives, and every process computes the same one.
+**Held-out split.** A task is held out when the first 8 bytes of
+``sha256("tandem-held-out:<task id>")``, read as a big-endian integer, fall below ``share`` of
+2**64 (``settings.TANDEM_HELD_OUT_SHARE``, 10 % by default), and so is every episode of it: each
+annotator's of an overlapped task, every rollout of it and every episode of its branch tasks
+(their split is their rollout's task's). Split by episode, those would put the same task's
+screens on both sides, and offline evaluation would score states the model trained on. The
+split depends on nothing but the id, so it never moves as data arrives, and every process
+computes the same one.
 Held-out episodes are never training data: dataset exports used for fine-tuning are built with the
 pair builder's ``exclude_held_out`` filter (``annotation.datasets.records.Filters``), which honours
 ``is_held_out``, and the fine-tuning API refuses exports built without it.
@@ -45,13 +49,14 @@ DEFAULT_TOLERANCE = 0.05
 MODEL_UNAVAILABLE = "model unavailable"
 
 
-def is_held_out(episode_id: int, share: float | None = None) -> bool:
-    """Whether the episode belongs to the held-out split (see the module docstring)."""
+def is_held_out(task_id: int, share: float | None = None) -> bool:
+    """Whether the task (a root task: a branch task's is its rollout's) belongs to the held-out
+    split (see the module docstring)."""
     if share is None:
         from django.conf import settings
 
         share = float(getattr(settings, "TANDEM_HELD_OUT_SHARE", DEFAULT_HELD_OUT_SHARE))
-    digest = hashlib.sha256(f"{HELD_OUT_SALT}{episode_id}".encode()).digest()
+    digest = hashlib.sha256(f"{HELD_OUT_SALT}{task_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") < share * 2**64
 
 

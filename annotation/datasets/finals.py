@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import F, Lookup, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 
 from annotation.datasets.records import Filters, HistoryTurn, StepTarget
 from annotation.models import (
@@ -90,8 +91,12 @@ def people(episodes: QuerySet[Any], filters: Filters) -> QuerySet[Any]:
 
 # Rows are read as plain values, not model instances: building Step and Proposal objects was
 # most of the reading time, and the records only need these columns.
+# The task an episode's held-out split is decided by (``model_serving.evaluation``): its own,
+# or for a branch task's episode its rollout's task.
+SPLIT_TASK = Coalesce("task__branch_of__task_id", "task_id")
 EPISODE_COLUMNS = (
     "pk",
+    "split_task",
     "task__instruction",
     "task__project__platform",
     "outcome",
@@ -130,6 +135,7 @@ class AnyOf(Lookup):  # type: ignore[type-arg]
 @dataclass(frozen=True, slots=True)
 class EpisodeRow:
     id: int
+    split_task: int
     instruction: str
     platform: str
     outcome: str

@@ -68,6 +68,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from annotation.datasets.finals import (
     EPISODE_COLUMNS,
+    SPLIT_TASK,
     EpisodeRow,
     Final,
     ProposalRow,
@@ -131,9 +132,10 @@ def iter_samples(
     if kind not in DatasetExport.Kind.values:
         raise ValueError(f"unknown dataset kind {kind!r}; one of {', '.join(DatasetExport.Kind)}")
     tally = tally if tally is not None else Tally()
-    rows = episodes_for(filters, kind).values_list(*EPISODE_COLUMNS).iterator(chunk_size=chunk_size)
+    episodes = episodes_for(filters, kind).annotate(split_task=SPLIT_TASK)
+    rows = episodes.values_list(*EPISODE_COLUMNS).iterator(chunk_size=chunk_size)
     while chunk := [EpisodeRow(*row) for row in itertools.islice(rows, chunk_size)]:
-        held_out = {e.id for e in chunk if filters.exclude_held_out and is_held_out(e.id)}
+        held_out = {e.id for e in chunk if filters.exclude_held_out and is_held_out(e.split_task)}
         finals = read_finals(
             [e.id for e in chunk if e.id not in held_out],
             with_proposals=kind == DatasetExport.Kind.DPO,
@@ -180,6 +182,7 @@ def _context(episode: EpisodeRow, turns: list[HistoryTurn], at: int) -> Context:
         screenshots=tuple(t.screenshot for t in window),
         screen_sizes=tuple(t.screen for t in window),
         task_success=episode.task_success,
+        split_task=episode.split_task,
     )
 
 
@@ -305,4 +308,5 @@ def _ct_sample(episode: EpisodeRow, finals: list[Final]) -> CtSample:
         outcome=episode.outcome,
         steps=tuple(f.turn for f in finals),
         task_success=episode.task_success,
+        split_task=episode.split_task,
     )

@@ -42,6 +42,8 @@ class Context:
     screen_sizes: tuple[ScreenSize, ...]  # one per screenshot
     # The episode's score by its task's evaluator (0–1), None where it was not scored.
     task_success: float | None = None
+    # The task the held-out split goes by (``model_serving.evaluation.is_held_out``).
+    split_task: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,7 @@ class CtSample:
     outcome: str
     steps: tuple[HistoryTurn, ...]
     task_success: float | None = None
+    split_task: int | None = None  # as ``Context.split_task``
 
 
 Sample = ErrorCorrectionPair | PostReflectionPair | SftSample | CtSample

@@ -28,6 +28,7 @@ from django.db import transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
+from annotation.datasets.finals import SPLIT_TASK
 from annotation.episodes.requests import proposal_request
 from annotation.flywheel import figures as stats
 from annotation.job_names import EVALUATE_MODEL_VERSION, QUEUES
@@ -136,13 +137,14 @@ def held_out_steps(project: Project, limit: int = MAX_EVALUATION_STEPS) -> list[
         .annotate(
             verdict=Subquery(latest.values("verdict")[:1]),
             first_wrong=Subquery(latest.values("first_wrong_step")[:1]),
+            split_task=SPLIT_TASK,
         )
         .order_by("id")
-        .values_list("id", "verdict", "first_wrong")
+        .values_list("id", "split_task", "verdict", "first_wrong")
     )
     step_ids: list[int] = []
-    for episode_id, verdict, first_wrong in episodes.iterator():
-        if not is_held_out(episode_id):
+    for episode_id, split_task, verdict, first_wrong in episodes.iterator():
+        if not is_held_out(split_task):
             continue
         steps = Step.objects.filter(episode_id=episode_id, decided_at__isnull=False)
         if verdict == Review.Verdict.REJECTED:

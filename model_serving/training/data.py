@@ -54,8 +54,9 @@ def fetch(ref: DatasetRef, open_file: Callable[[str], IO[bytes]], into: Path) ->
 def load(
     ref: DatasetRef, paths: list[Path], held_out: Callable[[int], bool], cache_dir: Path
 ) -> Any:
-    """The rows of the export as one ``datasets.Dataset``; refused when a row comes from an
-    episode ``held_out`` says is kept for evaluation (the ``episode_id`` column). Its Arrow
+    """The rows of the export as one ``datasets.Dataset``; refused when a row comes from a
+    task ``held_out`` says is kept for evaluation (the ``split_task`` column), or when its rows
+    do not name it (an export built before they did). Its Arrow
     copy, and every table the trainers derive from it, go to ``cache_dir`` (the job's own
     folder, removed with it), never to the global Hugging Face cache."""
     import datasets  # weight: datasets, train workers only
@@ -89,11 +90,18 @@ def load(
         raise DatasetUnusable(
             f"export {ref.export_id} lacks the {ref.kind} columns {sorted(missing)}"
         )
-    if "episode_id" in table.column_names:
-        leaked = sorted({e for e in table.unique("episode_id") if held_out(int(e))})
-        if leaked:
-            raise DatasetUnusable(
-                f"export {ref.export_id} holds held-out episodes {leaked[:10]}; build the "
-                "export with held-out episodes excluded, so evaluation stays fair"
-            )
+    if "split_task" not in table.column_names:
+        raise DatasetUnusable(
+            f"export {ref.export_id} does not name its rows' tasks (split_task), which the "
+            "held-out split goes by; export it again"
+        )
+    tasks = table.unique("split_task")
+    if None in tasks:
+        raise DatasetUnusable(f"export {ref.export_id} has rows that name no task (split_task)")
+    leaked = sorted(t for t in tasks if held_out(int(t)))
+    if leaked:
+        raise DatasetUnusable(
+            f"export {ref.export_id} holds episodes of held-out tasks {leaked[:10]}; build the "
+            "export with held-out episodes excluded, so evaluation stays fair"
+        )
     return table

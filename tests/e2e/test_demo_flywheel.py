@@ -69,6 +69,11 @@ def queue_worker(name: str, queues: str, pool: str, env: dict[str, str]):
     return model_pages_worker(name, queues, pool, env, broker=REDIS)
 
 
+def held_out(episode_id: int) -> bool:
+    """Whether the episode's task is in the held-out split."""
+    return is_held_out(Episode.objects.get(pk=episode_id).task_id, HELD_OUT_SHARE)
+
+
 def record_episode(server: str, username: str, project: Project) -> int:
     """One episode over the socket: the first (scripted) click corrected, the rest of the
     demo endpoint's steps accepted, up to its ``finished()``."""
@@ -276,7 +281,7 @@ def test_an_engineer_walks_the_flywheel_in_the_demo(host, settings, tmp_path, mo
         )
 
         episodes: list[int] = []
-        while len(episodes) < 2 or len({is_held_out(e, HELD_OUT_SHARE) for e in episodes}) < 2:
+        while len(episodes) < 2 or len({held_out(e) for e in episodes}) < 2:
             assert len(episodes) < MORE_TASKS, "no split on both sides in this many episodes"
             episodes.append(record_episode(server, "annotator", project))
 

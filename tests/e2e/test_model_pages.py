@@ -23,7 +23,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from annotation.flywheel.model_versions import overview
-from annotation.models import Project
+from annotation.models import Episode, Project
 from backend.accounts.roles import Role
 from model_serving.demo_model import save_demo_base
 from model_serving.evaluation import is_held_out
@@ -70,12 +70,14 @@ def worker(name: str, queues: str, pool: str, env: dict[str, str], broker: str =
 
 def recorded_episodes(project: Project, annotator, version: str) -> None:
     """Episodes the live loop recorded with ``version`` proposing, some of them held out for
-    evaluation and some not (the split is a hash of the episode id)."""
+    evaluation and some not (the split is a hash of the task id; one task an episode here)."""
     ids: list[int] = []
-    while not (
-        any(is_held_out(i, HELD_OUT_SHARE) for i in ids)
-        and not all(is_held_out(i, HELD_OUT_SHARE) for i in ids)
-    ):
+
+    def split() -> set[bool]:
+        tasks = Episode.objects.filter(pk__in=ids).values_list("task_id", flat=True)
+        return {is_held_out(task, HELD_OUT_SHARE) for task in tasks}
+
+    while split() != {True, False}:
         ids += make_episodes(
             project, annotator, episodes=3, steps=4, size=SCREEN, model_version=version
         )

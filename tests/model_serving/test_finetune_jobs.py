@@ -18,7 +18,7 @@ from django.core.files.storage import default_storage
 from django.utils import timezone
 from safetensors import safe_open
 
-from annotation.models import DatasetExport
+from annotation.models import DatasetExport, Episode
 from backend.accounts.roles import Role
 from backend.attempts import AttemptAlive
 from model_serving import finetune
@@ -172,7 +172,7 @@ def test_a_dataset_with_held_out_episodes_is_never_trained_on(
     assert finetune.run_job(job["id"]) == "failed"
 
     job = FineTuneJob.objects.get(pk=job["id"])
-    assert f"export {sft.pk} holds held-out episodes" in job.error
+    assert f"export {sft.pk} holds episodes of held-out tasks" in job.error
     assert not ModelVersion.objects.exists()
 
 
@@ -476,6 +476,10 @@ def test_on_s3_storage_a_trained_adapter_is_stored_in_the_bucket_and_served_from
     assert loaded.read_bytes() == stored["Body"].read()
 
 
+def task_of(episode_ids: list[int]) -> dict[int, int]:
+    return dict(Episode.objects.filter(pk__in=episode_ids).values_list("pk", "task_id"))
+
+
 def test_an_export_without_the_held_out_split_trains_on_the_other_episodes_only(
     media, project, make_user, engineer, base_model, settings
 ):
@@ -483,11 +487,11 @@ def test_an_export_without_the_held_out_split_trains_on_the_other_episodes_only(
     settings.TANDEM_HELD_OUT_SHARE = 0.5
     annotator = make_user("ann", project, Role.ANNOTATOR)
     ids: list[int] = []
-    # Episode ids come from the database; more are recorded until both sides of the split hold
+    # Task ids come from the database; more are recorded until both sides of the split hold
     # some (16 at one half almost always do).
-    while len(ids) < 160 and len({is_held_out(i) for i in ids}) < 2:
+    while len(ids) < 160 and len({is_held_out(t) for t in task_of(ids).values()}) < 2:
         ids += make_episodes(project, annotator, episodes=16, steps=2)
-    kept = {i for i in ids if not is_held_out(i)}
+    kept = {i for i, task in task_of(ids).items() if not is_held_out(task)}
     assert kept and kept != set(ids)
     sft = built_export(project, user, "sft")
 

@@ -18,7 +18,8 @@ Columns, by kind (messages are those of ``annotation.datasets.formats.conversati
 
 and in every kind ``images`` (the screenshots, in the order of their placeholders) and the
 provenance columns ``episode_id`` plus ``step_index`` and ``sample_kind`` (SFT and DPO) or
-``outcome`` (CT).
+``outcome`` (CT), and ``split_task``: the task the held-out split goes by
+(``model_serving.evaluation``), which the trainer checks every row against.
 
 What the consumers need, and this writer guarantees (design §5, "Facts about the consumers"):
 ``images`` has the Hugging Face ``Image`` feature, written as Arrow with the ``huggingface``
@@ -90,6 +91,7 @@ def features(kind: Kind) -> Features:
         "episode_id": Value("int64"),
         "step_index": Value("int64"),
         "task_success": Value("float64"),
+        "split_task": Value("int64"),
     }
     if kind == "sft":
         columns = {"prompt": MESSAGES, "completion": MESSAGES, "images": IMAGES}
@@ -105,6 +107,7 @@ def features(kind: Kind) -> Features:
                 "episode_id": Value("int64"),
                 "outcome": Value("string"),
                 "task_success": Value("float64"),
+                "split_task": Value("int64"),
             }
         )
     raise ValueError(f"unknown TRL kind {kind!r}; one of sft, dpo, ct")
@@ -143,6 +146,7 @@ def row_for(record: Sample, kind: Kind, renderer: Renderer) -> tuple[dict[str, A
             "episode_id": record.episode_id,
             "outcome": record.outcome,
             "task_success": record.task_success,
+            "split_task": record.split_task,
         }
         return row, screenshots(turns)
     if kind == "sft":
@@ -172,6 +176,7 @@ def row_for(record: Sample, kind: Kind, renderer: Renderer) -> tuple[dict[str, A
         "episode_id": record.episode_id,
         "step_index": record.step_index,
         "task_success": record.context.task_success,
+        "split_task": record.context.split_task,
     }
     return row, screenshots(turns)
 

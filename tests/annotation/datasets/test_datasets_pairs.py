@@ -181,6 +181,7 @@ class Golden:
             history=tuple(self.turns[i] for i in range(1, index)),
             screenshots=tuple(self.obs[i] for i in window),
             screen_sizes=(SCREEN,) * len(window),
+            split_task=self.episode.task_id,
         )
 
     def final(self, index: int) -> StepTarget:
@@ -247,7 +248,9 @@ def test_recorded_episode_gives_exactly_its_pairs_and_sft_samples(recorded, proj
     b_first = HistoryTurn(
         1, "accepted", b_obs[1], SCREEN, "Click the terminal.", CLICK, TEXT["CLICK"]
     )
-    b_context = Context("Open the Reports folder", "desktop", (), (b_obs[1],), (SCREEN,))
+    b_context = Context(
+        "Open the Reports folder", "desktop", (), (b_obs[1],), (SCREEN,), split_task=b.task_id
+    )
     assert with_accepted == [
         gold.sft(1, "accepted"),
         *sft,

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import datasets
+import pyarrow.parquet as pq
 import pytest
 from django.apps import apps as django_apps
 from django.core.files.base import ContentFile
@@ -21,12 +22,16 @@ from django.test.utils import override_settings
 from django.utils import timezone
 
 from annotation.datasets import exports, pairs
+from annotation.datasets.finals import SPLIT_TASK
 from annotation.episodes.reviews import review_episode
-from annotation.models import DatasetExport, Episode, Project
+from annotation.models import DatasetExport, Episode, Project, Task
 from backend.accounts.roles import Role
 from backend.attempts import AttemptAlive
 from model_serving.evaluation import is_held_out
 from model_serving.models import ModelVersion
+from model_serving.training import data
+from model_serving.training.data import DatasetUnusable
+from model_serving.training.spec import DatasetRef
 from model_serving.uitars import assistant_text
 from tests.annotation.datasets.test_dataset_llama_factory import validate
 from tests.support.export_data import MODEL_CLICK, expected, make_episodes
@@ -244,9 +249,9 @@ def test_filters_reach_the_pair_builder(api, project, recorded, make_user):
 
 def test_the_held_out_split_can_be_left_out(api, project, recorded):
     def split() -> tuple[int, int]:
-        ids = Episode.objects.filter(task__project=project).values_list("pk", flat=True)
-        held = sum(1 for pk in ids if is_held_out(pk, share=0.5))
-        return len(ids) - held, held
+        tasks = Episode.objects.filter(task__project=project).values_list("task_id", flat=True)
+        held = sum(1 for task in tasks if is_held_out(task, share=0.5))
+        return len(tasks) - held, held
 
     while 0 in split():  # ids differ from run to run: make sure both sides are present
         make_episodes(project, recorded, 1, STEPS)
@@ -255,6 +260,41 @@ def test_the_held_out_split_can_be_left_out(api, project, recorded):
         export = build(api, create(api, project, "sft", exclude_held_out=True)["id"])
     assert export["filters"]["exclude_held_out"] is True
     assert export["counts"]["samples"] == kept * expected(STEPS).sft
+
+
+def test_the_split_goes_by_task_and_a_branch_task_goes_with_its_rollouts(project, recorded):
+    """Every episode of a task (overlapped annotators, retries, rollouts) and of its branch
+    tasks is on one side: the same screens on both would let evaluation score trained states."""
+    rollout = Episode.objects.filter(task__project=project).order_by("id").first()
+    again = Episode.objects.create(task=rollout.task, annotator=recorded)
+    branch = Task.objects.create(
+        project=project, external_id="branch", instruction="Go on", branch_of=rollout
+    )
+    on_branch = Episode.objects.create(task=branch, annotator=recorded)
+    split = dict(
+        Episode.objects.filter(pk__in=[rollout.pk, again.pk, on_branch.pk])
+        .annotate(split_task=SPLIT_TASK)
+        .values_list("pk", "split_task")
+    )
+    assert split == {rollout.pk: rollout.task_id, again.pk: rollout.task_id,
+                     on_branch.pk: rollout.task_id}  # fmt: skip
+
+
+def test_an_export_built_before_its_rows_named_their_task_is_not_trained_on(
+    api, project, recorded, tmp_path
+):
+    export = build(api, create(api, project, "sft", exclude_held_out=True)["id"])
+    out = download_all(api, export, tmp_path / "export")
+    (shard,) = (out / "data").glob("*.parquet")
+    older = tmp_path / "older.parquet"
+    pq.write_table(pq.read_table(shard).drop_columns(["split_task"]), older)
+    ref = DatasetRef(export["id"], "sft", export["location"], ())
+    with pytest.raises(DatasetUnusable, match=r"does not name its rows' tasks \(split_task\)"):
+        data.load(ref, [older], lambda task: False, tmp_path / "cache")
+    loaded = data.load(ref, [shard], lambda task: False, tmp_path / "cache")
+    assert set(loaded["split_task"]) == set(
+        Episode.objects.filter(task__project=project).values_list("task_id", flat=True)
+    )
 
 
 def test_llama_factory_export_carries_its_screenshots(api, project, recorded, tmp_path):
