@@ -48,7 +48,6 @@ from annotation.models import (
     Task,
     TaskStatus,
 )
-from annotation.projects.versions import project_model_settings
 from annotation.quality import feedback
 from annotation.quality.gold import BadGold, GoldNotAllowed
 from annotation.quality.rules import is_right
@@ -187,8 +186,12 @@ def _shown(honeypot: Honeypot, gold_step: Step) -> Recorded | None:
         observation = gold_step.observation
         screen = ScreenSize(observation.width, observation.height)
         # The convention of the answers the project's model shows (its version A's).
-        settings_of = project_model_settings(honeypot.task.project)
-        style = settings_of.get("style", CoordinateStyle.UITARS15)
+        project = honeypot.task.project
+        style = (
+            project.model_version.coordinate_style
+            if project.model_version is not None
+            else project.model_settings.get("style", CoordinateStyle.UITARS15)
+        )
         if recorded is not None and recorded.model_name == BASELINE_NAME:
             text = f"Thought: {decoy['thought']}\nAction: {action.to_text()}"  # screen pixels
         else:
