@@ -283,6 +283,21 @@ class TaskSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
+    def managed(self, task: Task) -> bool:
+        """Whether the caller manages the task's project (computed once per response)."""
+        managed = self.context.get(MANAGED)
+        if managed is None:
+            managed = self.context[MANAGED] = managed_projects(self.context)
+        return task.project_id in managed
+
+    def to_representation(self, task: Task) -> dict[str, Any]:
+        data = super().to_representation(task)
+        if not self.managed(task):
+            # The evaluator's expected values are the task's answer, and its setup and evaluator
+            # are a manager's: an annotator on the task needs neither.
+            data["setup"], data["evaluator"] = None, None
+        return data
+
     def get_files_missing(self, task: Task) -> list[str]:
         known = self.context.get(FILES_MISSING)
         if known is None or task.pk not in known:
@@ -290,10 +305,7 @@ class TaskSerializer(serializers.ModelSerializer):
         return known[task.pk]
 
     def get_evaluator_check(self, task: Task) -> dict[str, Any] | None:
-        managed = self.context.get(MANAGED)
-        if managed is None:
-            managed = self.context[MANAGED] = managed_projects(self.context)
-        if task.project_id not in managed:
+        if not self.managed(task):
             return None
         try:
             check = task.evaluator_check  # selected with the page (TaskViewSet), else one query
@@ -314,6 +326,17 @@ class TaskDetailSerializer(TaskSerializer):
     class Meta(TaskSerializer.Meta):
         fields = [*TaskSerializer.Meta.fields, "source", "events"]
         read_only_fields = fields
+
+    def to_representation(self, task: Task) -> dict[str, Any]:
+        data = super().to_representation(task)
+        if not self.managed(task):
+            # Others' events would tell a task was worked before (a gold task's source
+            # episode, its reviews, earlier runs; overlap's other annotators): each caller sees
+            # their own, and not where the task came from.
+            me = self.context["request"].user.username
+            data["events"] = [event for event in data["events"] if event["actor"] == me]
+            data["source"] = None
+        return data
 
 
 class ClaimRequestSerializer(serializers.Serializer):

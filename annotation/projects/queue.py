@@ -11,10 +11,12 @@ Quality control (``annotation.quality``) adds two rules:
 
 - **Overlap.** In a project whose ``overlap`` is k > 1, a submitted task returns to the pool
   until k different annotators have submitted it, and nobody is handed a task they submitted.
-- **Honeypots.** Before rules 2 and 3, with the project's ``honeypot_rate`` as the chance, an
-  active honeypot (``status`` ``gold``) the annotator may run comes first; never right after
-  another one, so a queue with only gold left hands out no gold twice in a row. It reads as a
-  pool claim. Between runs a honeypot's task goes back to ``gold``, never to the pool.
+- **Honeypots.** Before rule 3 (after rule 2: a task from outside the list of tasks assigned
+  to them would read as gold while that list is not empty), with the project's
+  ``honeypot_rate`` as the chance, an active honeypot (``status`` ``gold``) the annotator may
+  run comes first; never right after another one, so a queue with only gold left hands out no
+  gold twice in a row. It reads as a pool claim. Between runs a honeypot's task goes back to
+  ``gold``, never to the pool.
 
 Each candidate is read with ``SELECT … FOR UPDATE SKIP LOCKED`` inside one transaction that
 also marks it claimed, so concurrent claimers never get the same task and never wait on each
@@ -126,25 +128,23 @@ def claim_next_task(user: User, projects: QuerySet[Project]) -> Claim:
         )
         if any(overlap > 1 for _, _, overlap, _ in asked):
             candidates = candidates.exclude(pk__in=_submitted_by(user))
-        drawn = _honeypot_drawn(max((rate for _, _, _, rate in asked), default=0.0))
-        task = _honeypot(user, list(names)) if drawn else None
+        task = candidates.filter(
+            project_id__in=list(names), status=TaskStatus.ASSIGNED, assignee=user
+        ).first()
         if task is not None:
-            reason = _pool_reason(task, names)
+            reason = f"assigned to you; highest priority ({task.priority}) in your own queue"
         else:
-            task = candidates.filter(
-                project_id__in=list(names), status=TaskStatus.ASSIGNED, assignee=user
-            ).first()
-            if task is not None:
-                reason = f"assigned to you; highest priority ({task.priority}) in your own queue"
-            else:
+            drawn = _honeypot_drawn(max((rate for _, _, _, rate in asked), default=0.0))
+            task = _honeypot(user, list(names)) if drawn else None
+            if task is None:
                 task = candidates.filter(
                     project_id__in=list(names), status=TaskStatus.QUEUED
                 ).first()
-                if task is None:  # only gold may be left: never two in a row
+                if task is None and not drawn:  # only gold may be left: never two in a row
                     task = _honeypot(user, list(names))
-                if task is None:
-                    raise NoTaskAvailable("No task is available for you right now.")
-                reason = _pool_reason(task, names)
+            if task is None:
+                raise NoTaskAvailable("No task is available for you right now.")
+            reason = _pool_reason(task, names)
 
         task.status = TaskStatus.IN_PROGRESS
         task.assignee = user

@@ -186,9 +186,9 @@ class MyScorecardView(APIView):
         project = get_object_or_404(Project, pk=pk)
         access.require(request.user, project, Capability.WORK_QUEUE)
         today = datetime.combine(timezone.now().astimezone(UTC).date(), time.min, tzinfo=UTC)
-        cards = scorecards.scorecards(
-            project.pk, annotator_id=request.user.pk, gold_before=today, **_period(request)
-        )
+        if set(request.query_params) & {"ended_from", "ended_until"}:
+            raise BadPeriod("Your own scorecard covers the whole project; it takes no period.")
+        cards = scorecards.scorecards(project.pk, annotator_id=request.user.pk, checks_before=today)
         return Response(
             {
                 "scorecard": scorecards.as_json(cards)[0] if cards else None,

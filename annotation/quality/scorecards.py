@@ -23,9 +23,11 @@ Rules:
   task, least agreement first. ``timeline``: per
   annotator and day, the same counts (gold, agreement, steps decided), for the chart.
 - Computed in PostgreSQL, a few aggregate queries, never by loading steps into Python.
-- An annotator may read their own scorecard. Its gold figures count only runs that ended
-  before today (UTC): a count that moved right after an episode would tell that the task was
-  gold. A project's managers read everyone's, as JSON or CSV.
+- An annotator may read their own scorecard, over the whole project and no shorter period (a
+  period around one episode's end would tell whether it was scored against gold or
+  compared). Its gold and agreement figures count only what was scored before today (UTC): a
+  count that moved right after an episode would tell that the task was gold, or overlapped.
+  A project's managers read everyone's, as JSON or CSV, over any period.
 """
 
 import csv
@@ -112,7 +114,7 @@ def scorecards(
     ended_from: datetime | None = None,
     ended_until: datetime | None = None,
     annotator_id: int | None = None,
-    gold_before: datetime | None = None,
+    checks_before: datetime | None = None,
 ) -> list[Scorecard]:
     """Every annotator's scorecard (or one annotator's), by username (see the module)."""
     episodes = _episodes(project_id, ended_from, ended_until)
@@ -143,8 +145,8 @@ def scorecards(
     by_annotator: dict[int, dict[str, Any]] = {
         row["episode__annotator_id"]: dict(row) for row in steps
     }
-    gold = _gold(project_id, ended_from, ended_until, annotator_id, gold_before)
-    agreement = _agreement(project_id, ended_from, ended_until)
+    gold = _gold(project_id, ended_from, ended_until, annotator_id, checks_before)
+    agreement = _agreement(project_id, ended_from, ended_until, checks_before)
     cards = []
     for row in per_episode:
         step_row: dict[str, Any] = by_annotator.get(row["annotator_id"], {})
@@ -220,10 +222,12 @@ def _gold(
 
 
 def _agreement(
-    project_id: int, start: datetime | None, end: datetime | None
+    project_id: int, start: datetime | None, end: datetime | None, before: datetime | None = None
 ) -> dict[int, tuple[int, int]]:
     """(agreed, compared) step pairs per annotator, on either side of a pair."""
     pairs = _dated(Agreement.objects.filter(task__project_id=project_id), "at", start, end)
+    if before is not None:
+        pairs = pairs.filter(at__lt=before)
     seen: dict[int, tuple[int, int]] = {}
     for side in ("annotator_a_id", "annotator_b_id"):
         for row in pairs.values(side).annotate(

@@ -124,6 +124,48 @@ def test_gold_is_handed_out_never_twice_in_a_row_and_never_to_its_source(
         claim(people["gina"], project)
 
 
+def test_an_annotator_on_a_gold_task_reads_it_as_any_other(
+    honeypot, project, people, client_for, monkeypatch
+):
+    """No one else's events (the source episode's submit, its review), no source, no evaluator
+    (its expected values are the answer): a fresh task with an evaluator reads the same."""
+    Task.objects.filter(pk=honeypot.task_id).update(
+        evaluator={"func": "exact_match", "expected": {"type": "rule", "rules": {"expected": "42"}}}
+    )
+    ordinary = Task.objects.create(
+        project=project, external_id="t1", instruction="Click it",
+        evaluator={"func": "exact_match", "expected": {"type": "rule", "rules": {"expected": "7"}}},
+    )  # fmt: skip
+    monkeypatch.setattr(queue.random, "random", lambda: 0.0)  # the claim draws gold
+    ann, mona = people["ann"], people["mona"]
+    assert claim(ann, project).pk == honeypot.task_id
+    reader = client_for(ann)
+    gold_task = reader.get(f"/api/tasks/{honeypot.task_id}/").json()
+    assert [(e["kind"], e["actor"]) for e in gold_task["events"]] == [("claimed", "ann")]
+    assert (gold_task["source"], gold_task["evaluator"], gold_task["setup"]) == (None, None, None)
+    listed = reader.get("/api/tasks/", {"assignee__username": "ann"}).json()["results"]
+    assert [(t["id"], t["evaluator"]) for t in listed] == [(honeypot.task_id, None)]
+    queue.end_held_task(claim(ann, project), TaskStatus.SUBMITTED, TaskEvent.Kind.SUBMITTED, ann)
+    # The manager still reads everything.
+    managed = client_for(mona).get(f"/api/tasks/{ordinary.pk}/").json()
+    assert managed["evaluator"]["expected"]["rules"]["expected"] == "7"
+    assert {e["actor"] for e in client_for(mona).get(
+        f"/api/tasks/{honeypot.task_id}/").json()["events"]} >= {"gina", "mona", "ann"}  # fmt: skip
+
+
+def test_a_task_assigned_to_the_annotator_comes_before_gold(honeypot, project, people,
+                                                             monkeypatch):  # fmt: skip
+    """Their page lists what is assigned to them: a task from elsewhere first would be gold."""
+    ann = people["ann"]
+    mine = Task.objects.create(project=project, external_id="a1", instruction="Click it",
+                               status=TaskStatus.ASSIGNED, assignee=ann)  # fmt: skip
+    monkeypatch.setattr(queue.random, "random", lambda: 0.0)  # every draw is gold
+    first = claim(ann, project)
+    assert first.pk == mine.pk and first.claim_reason.startswith("assigned to you")
+    queue.end_held_task(first, TaskStatus.SUBMITTED, TaskEvent.Kind.SUBMITTED, ann)
+    assert claim(ann, project).pk == honeypot.task_id  # then the pool's turn draws gold
+
+
 def test_with_only_gold_left_no_one_gets_gold_twice_in_a_row(honeypot, project, people):
     other = Task.objects.create(project=project, external_id="g2", instruction="Click it")
     source = worked(other, people["gina"], ACCEPT_RIGHT)
@@ -390,3 +432,20 @@ def test_the_annotators_own_scorecard_counts_gold_only_up_to_yesterday(honeypot,
     GoldVerdict.objects.update(at=timezone.now() - timedelta(days=1))
     mine = client_for(people["ann"]).get(url + "mine/").json()["scorecard"]
     assert (mine["gold_steps"], mine["gold_accuracy"]) == (2, 1.0)
+
+    # Overlap is a check too: a comparison counts from tomorrow, like gold.
+    task = Task.objects.create(project=honeypot.task.project, external_id="o1", instruction="x")
+    a, b = worked(task, people["ann"], ACCEPT_RIGHT), worked(task, people["bob"], ACCEPT_RIGHT)
+    Agreement.objects.create(
+        task=task, step_a=a.steps.get(index=1), step_b=b.steps.get(index=1),
+        annotator_a=people["ann"], annotator_b=people["bob"], agree=True, at=timezone.now(),
+    )  # fmt: skip
+    mine = client_for(people["ann"]).get(url + "mine/").json()["scorecard"]
+    assert mine["compared_steps"] == 0
+    Agreement.objects.update(at=timezone.now() - timedelta(days=1))
+    mine = client_for(people["ann"]).get(url + "mine/").json()["scorecard"]
+    assert (mine["compared_steps"], mine["agreed_steps"]) == (1, 1)
+    # No period narrows it to one episode's end.
+    around = {"ended_from": run.ended_at.isoformat(), "ended_until": timezone.now().isoformat()}
+    refused = client_for(people["ann"]).get(url + "mine/", around)
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "bad_period"
