@@ -133,7 +133,7 @@ class ReviewQueueView(generics.ListAPIView):
         )
         project = self.request.query_params.get("project")
         if project is not None:
-            if not project.isdigit():
+            if not project.isdecimal() or len(project) > 18:  # an id PostgreSQL can hold
                 raise serializers.ValidationError({"project": "must be a project id"})
             episodes = episodes.filter(task__project_id=int(project))
         return episodes

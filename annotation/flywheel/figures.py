@@ -92,11 +92,14 @@ def window(bucket: str, since: datetime | None, until: datetime | None) -> Windo
     if bucket not in BUCKETS:
         raise BadRange(f"bucket must be one of {', '.join(BUCKETS)}, not {bucket!r}.")
     end = until or timezone.now()
-    begin = since or end - DEFAULT_SPAN[bucket]
-    if begin >= end:
-        raise BadRange("since must be before until.")
-    start = _floor(begin, bucket)
-    stop = _floor(end, bucket) + BUCKETS[bucket]
+    try:
+        begin = since or end - DEFAULT_SPAN[bucket]
+        if begin >= end:
+            raise BadRange("since must be before until.")
+        start = _floor(begin, bucket)
+        stop = _floor(end, bucket) + BUCKETS[bucket]
+    except OverflowError:  # a range at the calendar's ends (year 1 or 9999)
+        raise BadRange("since and until must lie between the years 1 and 9999.") from None
     result = Window(bucket, start, stop)
     if (stop - start) / BUCKETS[bucket] > MAX_BUCKETS:
         raise BadRange(f"At most {MAX_BUCKETS} buckets; choose a shorter range or a larger bucket.")

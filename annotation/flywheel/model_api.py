@@ -289,7 +289,7 @@ class FineTuneJobViewSet(
         jobs = FineTuneJob.objects.select_related("created_by", "parent_version", "model_version")
         project = self.request.query_params.get("project") if self.action == "list" else None
         if project is not None:
-            if not project.isdigit():
+            if not project.isdecimal() or len(project) > 18:  # an id PostgreSQL can hold
                 raise serializers.ValidationError({"project": "must be a project id"})
             jobs = jobs.filter(project_ids__contains=[int(project)])
         if user.is_superuser:

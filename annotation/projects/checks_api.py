@@ -69,7 +69,10 @@ class EvaluatorChecksView(APIView):
             checks = checks.filter(task_id__in=[int(t) for t in tasks[:LISTED_TASKS]])
         since = request.query_params.get("requested_from")
         if since:
-            moment = parse_datetime(since)
+            try:
+                moment = parse_datetime(since)
+            except ValueError:  # well formed, but no such moment (February 30th)
+                moment = None
             if moment is None:
                 raise DomainError("requested_from is an ISO date and time.")
             checks = checks.filter(requested_at__gte=moment)
