@@ -36,6 +36,7 @@ def test_a_projects_jobs_are_those_trained_on_its_exports(
 
 def test_a_project_that_is_not_an_id_is_refused(make_user, client_for, project):
     manager = make_user("mona", project, Role.MANAGER)
-    refused = client_for(manager).get("/api/finetune-jobs/?project=office")
-    assert refused.status_code == 400
-    assert "project" in refused.json()["error"]["details"]
+    for not_an_id in ("office", "²", "9" * 30):
+        refused = client_for(manager).get("/api/finetune-jobs/", {"project": not_an_id})
+        assert refused.status_code == 400
+        assert "project" in refused.json()["error"]["details"]

@@ -206,6 +206,8 @@ def test_a_malformed_range_is_refused_with_the_field(history, client_for, projec
     [
         "since=2026-03-02T00:00:00Z&until=2026-03-01T00:00:00Z",
         "bucket=hour&since=2025-01-01T00:00:00Z&until=2026-01-01T00:00:00Z",
+        "until=9999-12-31T23:00:00Z",  # its bucket would end past the year 9999
+        "until=0001-01-02T00:00:00Z",  # its default span would begin before the year 1
     ],
 )
 def test_an_empty_or_too_long_range_is_refused(history, client_for, project, query):
@@ -286,9 +288,10 @@ def test_review_queue_narrows_to_one_project_and_refuses_a_bad_id(
         (first.pk, "Greet", project.name)
     ]
     assert client.get(f"/api/review-queue/?project={other_project.pk}").json()["results"] == []
-    refused = client.get("/api/review-queue/?project=office")
-    assert refused.status_code == 400
-    assert "project" in refused.json()["error"]["details"]
+    for not_an_id in ("office", "²", "9" * 30):
+        refused = client.get("/api/review-queue/", {"project": not_an_id})
+        assert refused.status_code == 400
+        assert "project" in refused.json()["error"]["details"]
 
 
 def test_episode_list_names_each_episodes_task_and_project(history, client_for, project):

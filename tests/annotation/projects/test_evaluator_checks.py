@@ -159,6 +159,11 @@ def test_a_task_that_passes_untouched_is_flagged_and_kept_out_of_v_until_cleared
     )
     assert bad.status_code == 400 and "task ids" in bad.json()["error"]["message"]
     assert EvaluatorCheck.objects.filter(status=EvaluatorCheckStatus.PENDING).count() == 1
+    no_such_day = api_client.get(
+        f"/api/projects/{project.pk}/evaluator-checks/", {"requested_from": "2024-02-30T00:00:00"}
+    )
+    assert no_such_day.status_code == 400
+    assert "requested_from" in no_such_day.json()["error"]["message"]
 
 
 @pytest.mark.usefixtures("container_desktops")
