@@ -10,8 +10,10 @@ Everything here is checked before a job is queued (``validate``), so a worker ne
 run whose settings cannot work; unknown keys are refused, not ignored.
 """
 
+import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from types import UnionType
+from typing import Any, get_args, get_origin, get_type_hints
 
 STAGE_KINDS = ("sft", "dpo")
 
@@ -132,12 +134,43 @@ class Hyperparameters:
     dpo_shared_prompt: bool = True
 
 
+def _of_type(value: Any, hint: Any) -> bool:
+    """Whether a setting given as JSON has the field's type (a bool is no number here)."""
+    kinds = get_args(hint) if isinstance(hint, UnionType) else (hint,)
+    for kind in kinds:
+        if kind is type(None) and value is None:
+            return True
+        if kind is bool and isinstance(value, bool):
+            return True
+        if kind is int and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
+            return math.isfinite(value)
+        if get_origin(kind) is tuple and isinstance(value, list | tuple):
+            return all(isinstance(item, str) for item in value)
+    return False
+
+
+def _named(hint: Any) -> str:
+    kinds = get_args(hint) if isinstance(hint, UnionType) else (hint,)
+    names = {bool: "true or false", int: "a whole number", float: "a finite number"}
+    return " or ".join(
+        "null" if kind is type(None) else names.get(kind, "a list of names") for kind in kinds
+    )
+
+
 def _build(cls: type, data: dict[str, Any] | None, what: str) -> Any:
+    if data is not None and not isinstance(data, dict):
+        raise SpecError(f"{what} settings are an object of settings, not {type(data).__name__}")
     data = dict(data or {})
     known = {f.name for f in fields(cls)}
     unknown = sorted(set(data) - known)
     if unknown:
         raise SpecError(f"unknown {what} settings: {', '.join(unknown)}; known: {sorted(known)}")
+    hints = get_type_hints(cls)
+    for name, value in data.items():
+        if not _of_type(value, hints[name]):
+            raise SpecError(f"{what} setting {name} is {_named(hints[name])}, not {value!r}")
     if "target_modules" in data:
         data["target_modules"] = tuple(data["target_modules"])
     try:

@@ -247,6 +247,18 @@ def test_unknown_base_models_taken_names_and_bad_settings_are_refused(
     assert "unknown LoRA settings: rank" in message
     bad = job_body([sft], base_model, hyperparameters={"learning_rate": 0})
     assert "learning_rate" in refused(client, bad, 400, "finetune_rejected")
+    for settings_of, message in [
+        ({"hyperparameters": {"learning_rate": "1e-4"}}, "learning_rate is a finite number"),
+        ({"hyperparameters": {"epochs": None}}, "epochs is a finite number, not None"),
+        ({"hyperparameters": {"max_steps": True}}, "max_steps is a whole number, not True"),
+        ({"lora": {"r": "16"}}, "LoRA setting r is a whole number, not '16'"),
+        ({"lora": {"target_modules": 5}}, "target_modules is a list of names, not 5"),
+    ]:
+        wrong = job_body([sft], base_model, **settings_of)
+        assert message in refused(client, wrong, 400, "finetune_rejected")
+        if "hyperparameters" in settings_of:  # what the estimate reads
+            estimate = client.post("/api/finetune-jobs/estimate/", wrong, format="json")
+            assert estimate.status_code == 400 and message in estimate.json()["error"]["message"]
     ModelVersion.objects.create(name="ui-tars-ft-1", base_model="b", base_url="http://x/v1")
     refused(client, job_body([sft], base_model), 409, "finetune_conflict")
 

@@ -96,8 +96,9 @@ def check(evaluator: dict[str, Any]) -> list[str]:
         for config in configs if isinstance(configs, list) else [configs]:
             if config and not isinstance(config, dict):
                 raise EvaluationFailed(f"'{key}' must be a getter config (an object)")
-            if config and config.get("type") not in GETTERS:
-                raise EvaluationFailed(f"getter {config.get('type')!r} is not supported here")
+            kind = config.get("type") if config else None
+            if config and (not isinstance(kind, str) or kind not in GETTERS):
+                raise EvaluationFailed(f"getter {kind!r} is not supported here")
     return names
 
 

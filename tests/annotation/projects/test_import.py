@@ -352,6 +352,26 @@ def test_every_bad_row_is_listed_in_one_response(post_body):
     }
 
 
+def test_a_getter_whose_type_is_not_a_name_is_reported_not_crashed_on(upload, project):
+    """Scored or infeasible, a getter ``type`` that is a list is no getter this platform has:
+    the tasks are imported with that said, as any evaluator that cannot score here."""
+    odd = {"type": ["vm_file"], "path": "/home/user/x"}
+    rows = [
+        {"id": "listed", "instruction": "x", "evaluator": {"func": "exact_match", "result": odd,
+                                                           "expected": {"type": "rule"}}},
+        {"id": "infeasible", "instruction": "x", "evaluator": {"func": "infeasible",
+                                                               "result": odd}},
+    ]  # fmt: skip
+    response = upload(json.dumps(rows).encode())
+    assert response.status_code == 201, response.json()
+    reasons = {t["id"]: t["reason"] for t in response.json()["not_scored_tasks"]}
+    assert reasons == {
+        "listed": "getter ['vm_file'] is not supported here",
+        "infeasible": "getter ['vm_file'] is not supported here",
+    }
+    assert set(project.tasks.values_list("external_id", flat=True)) == {"listed", "infeasible"}
+
+
 def test_non_object_row_is_rejected(post_body):
     before = written()
     content = [*rows(1), "Open the editor.", 3, None]
