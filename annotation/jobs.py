@@ -218,8 +218,13 @@ def draft_thoughts(episode_id: int, user_id: int) -> int:
             logger.exception("episode %s: the model drafted no thought for step %s", episode_id,
                              step.index)  # fmt: skip
             break
-        thoughts.write(episode.pk, user, step.index, text, drafted_by=model)
-        drafted += 1
+        try:
+            written = thoughts.write(episode.pk, user, step.index, text, drafted_by=model)
+        except thoughts.ThoughtRefused:  # an empty or over-long draft: the step waits for one
+            logger.warning("episode %s: the model's draft for step %s was refused", episode_id,
+                           step.index)  # fmt: skip
+            continue
+        drafted += written.drafted_by == model
     return drafted
 
 

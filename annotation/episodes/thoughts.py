@@ -52,7 +52,10 @@ def thought_of(step: Step) -> Thought:
 
 def write(episode_id: int, user: User, index: int, text: str, drafted_by: str = "") -> Thought:
     """The thought of demonstrated step ``index``: the annotator's own (or their approval of a
-    draft: the same text), or a model's draft for them (``drafted_by``)."""
+    draft: the same text), or a model's draft for them (``drafted_by``). A draft is only ever
+    a step's first thought: one that comes once the step has a thought (the person wrote it
+    while the model drafted, or another draft came first) is dropped, and the thought as it
+    stands returned."""
     text = text.strip()
     if not text:
         raise ThoughtRefused("A thought says why the step was taken: it cannot be empty.")
@@ -70,6 +73,8 @@ def write(episode_id: int, user: User, index: int, text: str, drafted_by: str = 
         current = thought_of(step)
         if current.text == text and current.drafted_by == drafted_by:
             return current  # written already (a retry)
+        if drafted_by and current.text.strip():
+            return current  # a draft never replaces a thought
         last = step.revisions.order_by("-number").first()
         StepRevision.objects.create(
             step=step,

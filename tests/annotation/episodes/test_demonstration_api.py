@@ -11,7 +11,7 @@ from annotation import jobs
 from annotation.datasets import exports
 from annotation.datasets.pairs import THOUGHTS_NOT_APPROVED, iter_samples
 from annotation.datasets.records import Filters, Tally
-from annotation.episodes import demonstrations, loop
+from annotation.episodes import demonstrations, loop, thoughts
 from annotation.models import (
     DatasetExport,
     Decision,
@@ -191,6 +191,19 @@ def test_the_demo_endpoint_drafts_thoughts_that_stay_drafts_until_the_person_app
     assert approved["approved"] is True and approved["drafted_by"] == ""
     (sample,) = iter_samples(filters, "sft")
     assert sample.completion.thought == draft["final_thought"]
+
+
+def test_a_draft_that_comes_after_the_persons_thought_does_not_replace_it(demonstrated):
+    """The person wrote the thought while the model was still drafting it."""
+    ann = demonstrated.annotator
+    thoughts.write(demonstrated.pk, ann, 1, "The Save button is there.")
+    late = thoughts.write(demonstrated.pk, ann, 1, "Click.", drafted_by="ui-tars-demo")
+    assert (late.text, late.drafted_by) == ("The Save button is there.", "")
+    step = Step.objects.get(episode=demonstrated, index=1)
+    assert thoughts.thought_of(step).approved
+    assert [r.final_thought for r in step.revisions.order_by("number")] == [
+        "The Save button is there."
+    ]
 
 
 def test_exports_leave_out_demonstrations_without_a_persons_thoughts_unless_told_not_to(
