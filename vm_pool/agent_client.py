@@ -48,6 +48,7 @@ from vm_pool.desktop import (
     input_to_json,
 )
 from vm_pool.devtools import MAX_MESSAGE_BYTES
+from vm_pool.screen.screenshots import png_size
 
 HEALTH_TIMEOUT_S = 2.0
 CALL_TIMEOUT_S = 30.0  # files and observations
@@ -244,6 +245,13 @@ class AgentClient:
             waited_ms = float(headers.get("X-Waited-Ms") or 0)
             if not math.isfinite(waited_ms):
                 raise ValueError(f"X-Waited-Ms {waited_ms}")
+            # Its header says what size a decoder would allocate: the screen's, or nothing.
+            width, height = png_size(data)
+            if (width, height) != (self.screen.width, self.screen.height):
+                raise ValueError(
+                    f"a {width}×{height} picture of a {self.screen.width}×{self.screen.height} "
+                    "screen"
+                )
         return Observation(
             png=data,
             screen=self.screen,

@@ -366,6 +366,14 @@ def test_fields_of_the_wrong_kind_are_an_error(agent):
     fails(lambda: client.observe(), "/observe answered an unusable reply: ValueError")
     agent.reply = answer(b"\x89PNG", extra="X-Waited-Ms: nan")
     fails(lambda: client.observe(), "/observe answered an unusable reply")
+    # A picture whose header claims more pixels than the screen has (a decoder would allocate
+    # them), or none at all.
+    wide = PngEncoder().encode(Frame(SCREEN.width * 2, SCREEN.height, bytes(SCREEN.width * 8)
+                                     * SCREEN.height))  # fmt: skip
+    agent.reply = answer(wide, extra="X-Waited-Ms: 3")
+    fails(lambda: client.observe(), f"a {SCREEN.width * 2}×{SCREEN.height} picture of a")
+    agent.reply = answer(b"GIF89a" + bytes(40), extra="X-Waited-Ms: 3")
+    fails(lambda: client.observe(), "/observe answered an unusable reply: NotAPng")
 
 
 def test_the_agents_error_text_is_cut_short_in_the_message(agent):
