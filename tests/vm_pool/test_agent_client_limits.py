@@ -8,6 +8,7 @@ import os
 import random
 import shutil
 import socket
+import struct
 import tempfile
 import threading
 import time
@@ -276,6 +277,32 @@ def test_the_real_agent_sends_a_flooding_command_back_within_the_cap(tmp_path):
         server.shutdown()
         server.server_close()
         shutil.rmtree(os.path.dirname(config.listen[len("unix:") :]), ignore_errors=True)
+
+
+def test_clients_that_hang_up_write_nothing_to_the_agents_log(tmp_path, capfd):
+    """Anything on the desktop can open the agent's socket; its log is a file on the host."""
+    config = AgentConfig(
+        display=0, width=SCREEN.width, height=SCREEN.height,
+        listen=f"unix:{tempfile.mkdtemp(prefix='agent-', dir='/tmp')}/agent.sock",
+        vnc_listen="unix:/nonexistent", agent_key=KEY, home=str(tmp_path),
+        work_dir=str(tmp_path), autostart=[], window_manager=[],
+    )  # fmt: skip
+    server = serve(config.listen, make_handler(Desktop(config)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    path = config.listen[len("unix:") :]
+    try:
+        for _ in range(20):
+            with socket.socket(socket.AF_UNIX) as hanging_up:
+                hanging_up.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                hanging_up.connect(path)
+                hanging_up.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        # The agent still answers, and said nothing of the 20.
+        assert AgentClient(config.listen, KEY, SCREEN).run(["true"], timeout=5).returncode == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+    assert capfd.readouterr().err == ""
 
 
 # --- time --------------------------------------------------------------------------------------

@@ -69,10 +69,23 @@ def host_port(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
-class UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
+class _Quiet:
+    """A request that fails (its client hung up, or sent garbage) is the client's business:
+    socketserver would print its traceback, and anything on the desktop can connect, so the
+    agent's log (a file on the host) would grow at its will."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass
+
+
+class UnixHTTPServer(_Quiet, socketserver.ThreadingUnixStreamServer):
     """The agent's HTTP API on a unix socket only the desktop's owner can open."""
 
     daemon_threads = True
+
+
+class TcpHTTPServer(_Quiet, ThreadingHTTPServer):
+    """The agent's HTTP API on a TCP port (a desktop machine of its own, behind its key)."""
 
 
 def make_handler(desktop: ServedDesktop) -> type[BaseHTTPRequestHandler]:
@@ -200,7 +213,7 @@ def _devtools(body: dict[str, Any]) -> dict[str, Any]:
 def serve(address: str, handler: type[BaseHTTPRequestHandler]) -> socketserver.BaseServer:
     path = unix_path(address)
     if path is None:
-        return ThreadingHTTPServer(host_port(address), handler)
+        return TcpHTTPServer(host_port(address), handler)
     Path(path).unlink(missing_ok=True)
     old_mask = os.umask(0o077)  # the socket is the owner's alone from the moment it exists
     try:
