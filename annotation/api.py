@@ -96,6 +96,11 @@ def work_projects(request: Request) -> QuerySet[Project]:
     return projects
 
 
+class ProjectHasWork(DomainError):
+    status_code = 409
+    code = "project_has_work"
+
+
 class ProjectViewSet(viewsets.ModelViewSet):
     serializer_class = ProjectSerializer
     token_resource = "projects"
@@ -136,7 +141,17 @@ class ProjectViewSet(viewsets.ModelViewSet):
 
     def perform_destroy(self, instance: Project) -> None:
         access.require(self.request.user, instance, Capability.MANAGE_TASKS)
-        instance.delete()
+        with transaction.atomic():
+            locked = Project.objects.select_for_update().get(pk=instance.pk)
+            episodes = Episode.objects.filter(task__project=locked).count()
+            exports = locked.exports.count()
+            if episodes or exports:
+                raise ProjectHasWork(
+                    f"{locked.name} holds recorded work ({episodes} episodes, {exports} dataset "
+                    "exports): deleting it would delete that work, so it is kept.",
+                    details={"episodes": episodes, "exports": exports},
+                )
+            locked.delete()
 
     def _managed(self) -> Project:
         project = self.get_object()

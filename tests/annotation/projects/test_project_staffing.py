@@ -6,10 +6,13 @@ import json
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
 
-from annotation.models import Membership, Project, Task
+from annotation.models import Episode, Membership, Project, Step, Task
 from backend.accounts.roles import Role
+from tests.support.pngs import solid_png
 from vm_pool.models import DesktopTemplate
+from vm_pool.screen.screenshots import store_screenshot
 
 pytestmark = pytest.mark.django_db
 
@@ -113,3 +116,29 @@ def test_an_import_flags_programs_the_desktop_lacks_and_evaluators_that_cannot_s
     assert Task.objects.count() == 1
     task = manager_client.get(f"/api/tasks/?project={project.pk}").json()["results"][0]
     assert task["programs_missing"] == []
+
+
+def test_a_project_with_recorded_work_is_not_deleted(
+    manager_client, make_user, project, settings, tmp_path
+):
+    """Deleting it would delete its episodes, steps, reviews and exports with it."""
+    settings.MEDIA_ROOT = tmp_path
+    ann = make_user("ann", project, Role.ANNOTATOR)
+    task = Task.objects.create(project=project, external_id="t1", instruction="Do it")
+    episode = Episode.objects.create(
+        task=task, annotator=ann, ended_at=timezone.now(), outcome="finished"
+    )
+    Step.objects.create(episode=episode, index=1, observation=store_screenshot(solid_png(8, 8)))
+    refused = manager_client.delete(f"/api/projects/{project.pk}/")
+    assert refused.status_code == 409
+    error = refused.json()["error"]
+    assert error["code"] == "project_has_work"
+    assert error["details"] == {"episodes": 1, "exports": 0}
+    assert Step.objects.filter(episode=episode).count() == 1 and Task.objects.filter(pk=task.pk)
+    # A project nobody worked in yet goes, its tasks with it.
+    empty = Project.objects.create(name="Empty")
+    mira = Membership.objects.get(project=project, role=Role.MANAGER).user
+    Membership.objects.create(project=empty, user=mira, role=Role.MANAGER)
+    Task.objects.create(project=empty, external_id="t1", instruction="Do it")
+    assert manager_client.delete(f"/api/projects/{empty.pk}/").status_code == 204
+    assert not Project.objects.filter(pk=empty.pk).exists()
