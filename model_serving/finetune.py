@@ -185,7 +185,11 @@ def create_job(
             estimated = "" if counter.exact else " (text tokens estimated)"
             raise JobRejected(f"{error}{estimated}") from None
     with transaction.atomic():
-        job.save()
+        try:
+            with transaction.atomic():  # a savepoint
+                job.save()
+        except IntegrityError:  # another request for the same version won the race
+            raise JobConflict(f"the model version name {version_name!r} is taken") from None
         send_after_commit(
             "model_serving.jobs.run_finetune_job", [job.pk], settings.TANDEM_TRAIN_QUEUE
         )

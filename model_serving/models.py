@@ -84,7 +84,13 @@ class FineTuneJob(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=Q(progress__gte=0) & Q(progress__lte=1), name="finetune_progress_0_1"
-            )
+            ),
+            # Two requests for one new version (a retry, a double click) make one job.
+            models.UniqueConstraint(
+                fields=["version_name"],
+                condition=~Q(status__in=["failed", "cancelled"]),
+                name="finetune_one_live_job_a_version",
+            ),
         ]
 
     def __str__(self) -> str:

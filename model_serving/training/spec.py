@@ -170,7 +170,7 @@ def _build(cls: type, data: dict[str, Any] | None, what: str) -> Any:
     hints = get_type_hints(cls)
     for name, value in data.items():
         if not _of_type(value, hints[name]):
-            raise SpecError(f"{what} setting {name} is {_named(hints[name])}, not {value!r}")
+            raise SpecError(f"{what} setting {name} must be {_named(hints[name])}, not {value!r}")
     if "target_modules" in data:
         data["target_modules"] = tuple(data["target_modules"])
     try:
@@ -196,28 +196,14 @@ def hyperparameters(data: dict[str, Any] | None) -> Hyperparameters:
         raise SpecError("beta must be > 0")
     if hp.max_length < 1 or hp.checkpoint_steps < 1:
         raise SpecError("max_length and checkpoint_steps must be ≥ 1")
-    if not _count(hp.uncheckpointed_layers):
+    # Each setting's type is checked with the others (``_build``); here, their ranges.
+    if hp.uncheckpointed_layers < 0:
         raise SpecError("uncheckpointed_layers must be a whole number ≥ 0")
-    cache = hp.vision_cache_gib
-    if isinstance(cache, bool) or not isinstance(cache, int | float) or not 0 <= cache < 1024:
+    if not 0 <= hp.vision_cache_gib < 1024:
         raise SpecError("vision_cache_gib must be a number of GiB, 0 or more (below 1024)")
     if hp.dataloader_workers is not None and hp.dataloader_workers < 0:
         raise SpecError("dataloader_workers must be ≥ 0 (or null: chosen by the device)")
-    switches = {
-        "gradient_checkpointing": False,
-        "keep_attention": False,
-        "dpo_shared_prompt": False,
-        "bf16": True,
-    }
-    for name, nullable in switches.items():
-        value = getattr(hp, name)
-        if not isinstance(value, bool) and not (nullable and value is None):
-            raise SpecError(f"{name} must be true or false{' (or null)' if nullable else ''}")
     return hp
-
-
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import datasets
 import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from safetensors import safe_open
 
@@ -248,11 +249,11 @@ def test_unknown_base_models_taken_names_and_bad_settings_are_refused(
     bad = job_body([sft], base_model, hyperparameters={"learning_rate": 0})
     assert "learning_rate" in refused(client, bad, 400, "finetune_rejected")
     for settings_of, message in [
-        ({"hyperparameters": {"learning_rate": "1e-4"}}, "learning_rate is a finite number"),
-        ({"hyperparameters": {"epochs": None}}, "epochs is a finite number, not None"),
-        ({"hyperparameters": {"max_steps": True}}, "max_steps is a whole number, not True"),
-        ({"lora": {"r": "16"}}, "LoRA setting r is a whole number, not '16'"),
-        ({"lora": {"target_modules": 5}}, "target_modules is a list of names, not 5"),
+        ({"hyperparameters": {"learning_rate": "1e-4"}}, "learning_rate must be a finite number"),
+        ({"hyperparameters": {"epochs": None}}, "epochs must be a finite number, not None"),
+        ({"hyperparameters": {"max_steps": True}}, "max_steps must be a whole number, not True"),
+        ({"lora": {"r": "16"}}, "LoRA setting r must be a whole number, not '16'"),
+        ({"lora": {"target_modules": 5}}, "target_modules must be a list of names, not 5"),
     ]:
         wrong = job_body([sft], base_model, **settings_of)
         assert message in refused(client, wrong, 400, "finetune_rejected")
@@ -261,6 +262,14 @@ def test_unknown_base_models_taken_names_and_bad_settings_are_refused(
             assert estimate.status_code == 400 and message in estimate.json()["error"]["message"]
     ModelVersion.objects.create(name="ui-tars-ft-1", base_model="b", base_url="http://x/v1")
     refused(client, job_body([sft], base_model), 409, "finetune_conflict")
+    # Two live jobs for one version cannot both be stored, whatever raced past the check; a
+    # failed or cancelled one leaves the name free.
+    live = {"base_model": "b", "base_model_path": "/b", "stages": [], "version_name": "v-2"}
+    FineTuneJob.objects.create(**live, status="failed")
+    FineTuneJob.objects.create(**live)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        FineTuneJob.objects.create(**live, status="running")
+    FineTuneJob.objects.filter(version_name="v-2").delete()
 
     body = job_body([sft], "ui-tars-1.5-7b", name="ft-2")
     named = client.post("/api/finetune-jobs/", body, format="json")
