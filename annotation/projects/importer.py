@@ -286,6 +286,9 @@ def import_tasks(project: Project, data: bytes, filename: str, actor: User) -> I
 
     report = ImportReport(rows=parsed.row_count)
     with transaction.atomic():
+        # Imports into one project take turns: two that bring the same new ids (a double
+        # click) would otherwise both insert them, and the second fail on the unique index.
+        Project.objects.select_for_update().filter(pk=project.pk).values_list("pk").get()
         existing = {
             t.external_id: t
             for t in Task.objects.select_for_update().filter(

@@ -6,15 +6,18 @@ A refused import is checked to have left every stored task as it was.
 """
 
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
 from django.http import HttpResponse
 from rest_framework.test import APIClient
 
 from annotation.models import Task, TaskEvent, TaskStatus
+from annotation.projects import importer
 from annotation.projects import rows as task_rows
 from annotation.projects.importer import CONTENT_FIELDS, MAX_DEPTH
 from backend.accounts.models import User
@@ -976,3 +979,30 @@ def test_non_member_gets_404(make_user, other_project, api_client_for, upload):
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "not_found"
     assert written() == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_imports_of_the_same_new_tasks_at_once_make_them_once(project, manager):
+    """A double click on Import: the second import finds the first one's tasks."""
+    data = jsonl(rows(50, "twice"))
+    reports, failures = [], []
+    go = threading.Barrier(2)
+
+    def run() -> None:
+        try:
+            go.wait()
+            reports.append(importer.import_tasks(project, data, "tasks.jsonl", manager))
+        except BaseException as error:  # reported below
+            failures.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert sorted(len(r.created) for r in reports) == [0, 50]
+    assert sorted(len(r.unchanged) for r in reports) == [0, 50]
+    assert Task.objects.filter(project=project).count() == 50
