@@ -5,11 +5,9 @@ rolled back, so nothing is sent and the rules are seen on their own.
 """
 
 import io
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 from PIL import Image
 
@@ -33,6 +31,7 @@ from backend.accounts.roles import Role
 from backend.celery import app as celery_app
 from model_serving.proposers.base import Candidate, ProposalResult
 from tests.conftest import MODEL_CLICK
+from tests.support.at_once import at_once
 from tests.support.fake_model_server import Reply, serving
 from tests.support.pngs import solid_png
 from vm_pool.actions import Action, ActionType, Point, ScreenSize
@@ -325,22 +324,7 @@ def test_an_answer_that_comes_after_the_decision_is_kept_but_offered_to_no_one(
 def test_two_answers_stored_at_once_never_take_the_same_rank(open_episode):
     episode, step, ann = open_episode
     before = step.proposals.count()
-    failures: list[BaseException] = []
-
-    def store() -> None:
-        try:
-            proposals.record_proposals(step.pk, _answer())
-        except BaseException as error:
-            failures.append(error)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=store) for _ in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert failures == []
+    at_once(lambda: proposals.record_proposals(step.pk, _answer()), 6)
     ranks = list(step.proposals.values_list("rank", flat=True))
     assert sorted(ranks) == list(range(before + 6))
 

@@ -1,11 +1,9 @@
 """A review submitted twice (a double click, a retried request) is stored once; the second
 submission is answered with the review already stored (``annotation.episodes.reviews``)."""
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from annotation.episodes import reviews
@@ -21,6 +19,7 @@ from annotation.models import (
     TaskStatus,
 )
 from backend.accounts.roles import Role
+from tests.support.at_once import at_once
 from tests.support.pngs import solid_png
 from vm_pool.screen.screenshots import store_screenshot
 
@@ -142,22 +141,12 @@ def test_the_domain_function_says_which_submission_repeated(episode, reviewer):
 def test_two_submissions_racing_each_other_store_one_review(episode, reviewer, client_for):
     """Both requests arrive together (a double click): the episode's row lock makes the
     second wait for the first and then see its review."""
-    start = threading.Barrier(2)
-    codes: list[int] = []
+    clients = [client_for(reviewer), client_for(reviewer)]
 
-    def submit() -> None:
-        client = client_for(reviewer)
-        start.wait()
-        try:
-            codes.append(post(client, episode, verdict="accepted", comment="ok").status_code)
-        finally:
-            connection.close()
+    def submit() -> int:
+        answer = post(clients.pop(), episode, verdict="accepted", comment="ok")
+        return int(answer.status_code)
 
-    threads = [threading.Thread(target=submit) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert sorted(codes) == [200, 201]
+    assert sorted(at_once(submit, 2)) == [200, 201]
     assert Review.objects.count() == 1
     assert review_events() == 1

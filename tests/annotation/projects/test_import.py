@@ -6,13 +6,11 @@ A refused import is checked to have left every stored task as it was.
 """
 
 import json
-import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import connection
 from django.http import HttpResponse
 from rest_framework.test import APIClient
 
@@ -22,6 +20,7 @@ from annotation.projects import rows as task_rows
 from annotation.projects.importer import CONTENT_FIELDS, MAX_DEPTH
 from backend.accounts.models import User
 from tests.conftest import PASSWORD
+from tests.support.at_once import at_once
 from vm_pool.setup.runner import RUNNERS
 
 pytestmark = pytest.mark.django_db
@@ -985,24 +984,7 @@ def test_non_member_gets_404(make_user, other_project, api_client_for, upload):
 def test_two_imports_of_the_same_new_tasks_at_once_make_them_once(project, manager):
     """A double click on Import: the second import finds the first one's tasks."""
     data = jsonl(rows(50, "twice"))
-    reports, failures = [], []
-    go = threading.Barrier(2)
-
-    def run() -> None:
-        try:
-            go.wait()
-            reports.append(importer.import_tasks(project, data, "tasks.jsonl", manager))
-        except BaseException as error:  # reported below
-            failures.append(error)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert failures == []
+    reports = at_once(lambda: importer.import_tasks(project, data, "tasks.jsonl", manager), 2)
     assert sorted(len(r.created) for r in reports) == [0, 50]
     assert sorted(len(r.unchanged) for r in reports) == [0, 50]
     assert Task.objects.filter(project=project).count() == 50
