@@ -89,11 +89,11 @@ def people(episodes: QuerySet[Any], filters: Filters) -> QuerySet[Any]:
     return kept(episodes, filters.project_id, filters.min_gold_accuracy, filters.min_agreement)
 
 
-# Rows are read as plain values, not model instances: building Step and Proposal objects was
-# most of the reading time, and the records only need these columns.
 # The task an episode's held-out split is decided by (``model_serving.evaluation``): its own,
 # or for a branch task's episode its rollout's task.
 SPLIT_TASK = Coalesce("task__branch_of__task_id", "task_id")
+# Rows are read as plain values, not model instances: building Step and Proposal objects was
+# most of the reading time, and the records only need these columns.
 EPISODE_COLUMNS = (
     "pk",
     "split_task",
