@@ -181,7 +181,9 @@ def check_exports_and_jobs_stay_in_the_project(
     expect(page.get_by_role("heading", level=1)).to_have_text(project.name)
     expect(tabs.get_by_role("link", name="Dataset exports")).to_have_class("active")
     table = page.get_by_test_id("exports-table")
-    expect(table.locator("tbody td").nth(2)).to_have_text("min task success 1 · held-out excluded")
+    expect(table.locator("tbody td").nth(2)).to_have_text(
+        "min task success 1 · held-out excluded · require approved thoughts: yes"
+    )
     expect(page.get_by_role("button", name="Start export")).to_have_count(0)
     expect(page.get_by_label("Project", exact=True)).to_have_count(0)  # the page's own
     shot(page, "project-exports")
