@@ -283,7 +283,7 @@ def test_the_split_goes_by_task_and_a_branch_task_goes_with_its_rollouts(project
 def test_an_export_built_before_its_rows_named_their_task_is_not_trained_on(
     api, project, recorded, tmp_path
 ):
-    export = build(api, create(api, project, "sft", exclude_held_out=True)["id"])
+    export = build(api, create(api, project, "sft", exclude_held_out=False)["id"])
     out = download_all(api, export, tmp_path / "export")
     (shard,) = (out / "data").glob("*.parquet")
     older = tmp_path / "older.parquet"
