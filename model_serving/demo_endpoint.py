@@ -27,7 +27,6 @@ import base64
 import binascii
 import json
 import logging
-import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from model_serving.uitars import DRAFT_PROMPT, smart_resize
+from vm_pool.screen.png import png_size
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,6 @@ DEMO_LABEL = "[Demo endpoint: scripted answer, not a model]"
 IMAGE_TOKENS = 1000
 CHARS_PER_TOKEN = 4
 PIECE_CHARS = 12  # streamed in pieces, so the workspace shows the text arriving
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 FALLBACK_SCREEN = (1280, 800)
 
 
@@ -90,22 +89,19 @@ def last_screen_size(messages: list[Any]) -> tuple[int, int]:
         content = message.get("content") if isinstance(message, dict) else None
         for part in reversed(content if isinstance(content, list) else []):
             url = (part.get("image_url") or {}).get("url", "") if isinstance(part, dict) else ""
-            if size := png_size(url):
+            if size := png_size_of(url):
                 return size
     return FALLBACK_SCREEN
 
 
-def png_size(data_uri: str) -> tuple[int, int] | None:
+def png_size_of(data_uri: str) -> tuple[int, int] | None:
+    """The size of the PNG a data URI holds, from its first bytes; None for anything else."""
     if not data_uri.startswith("data:image/png;base64,"):
         return None
     try:
-        head = base64.b64decode(data_uri[len("data:image/png;base64,") :][:44])
-    except (binascii.Error, ValueError):
+        return png_size(base64.b64decode(data_uri[len("data:image/png;base64,") :][:44]))
+    except (binascii.Error, ValueError):  # NotAPng is a ValueError
         return None
-    if len(head) < 24 or not head.startswith(PNG_SIGNATURE):
-        return None
-    width, height = struct.unpack(">II", head[16:24])
-    return (width, height) if width and height else None
 
 
 def estimated_prompt_tokens(messages: list[Any]) -> int:

@@ -53,7 +53,8 @@ import httpx
 
 from backend.errors import DomainError
 from model_serving.tls import trusted
-from model_serving.uitars import PNG_SIGNATURE, data_uri
+from model_serving.uitars import data_uri
+from vm_pool.screen.png import PNG_SIGNATURE
 
 JUDGE_PROMPT_VERSION = "judge-v2"
 

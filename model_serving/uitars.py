@@ -86,6 +86,7 @@ from vm_pool.actions import (
     Point,
     ScreenSize,
 )
+from vm_pool.screen.png import PNG_SIGNATURE
 
 SYSTEM_PROMPT = "You are a helpful assistant."
 
@@ -190,7 +191,6 @@ MAX_PIXELS = 16384 * 28 * 28
 MAX_RATIO = 200
 RELATIVE_SCALE = 1000
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 BOX_START = "<|box_start|>"
 BOX_END = "<|box_end|>"
 

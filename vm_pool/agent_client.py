@@ -48,7 +48,7 @@ from vm_pool.desktop import (
     input_to_json,
 )
 from vm_pool.devtools import MAX_MESSAGE_BYTES
-from vm_pool.screen.screenshots import png_size
+from vm_pool.screen.png import png_size
 
 HEALTH_TIMEOUT_S = 2.0
 CALL_TIMEOUT_S = 30.0  # files and observations

@@ -21,7 +21,6 @@ and the worker (checked again on the exact files before the first step).
 
 import json
 import math
-import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,8 @@ from typing import IO, Any
 
 import pyarrow.parquet as pq
 from tokenizers import Tokenizer
+
+from vm_pool.screen.png import png_size
 
 SYSTEM_TURN = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
 IMAGE_TURN = "<|vision_start|><|image_pad|><|vision_end|>"
@@ -175,14 +176,6 @@ def render(messages: Iterable[dict[str, Any]]) -> str:
         )
         parts.append(f"<|im_start|>{message['role']}\n{content}<|im_end|>\n")
     return "".join(parts)
-
-
-def png_size(data: bytes) -> tuple[int, int]:
-    """Width and height from a PNG's header."""
-    if data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
-        raise ValueError("not a PNG image")
-    width, height = struct.unpack(">II", data[16:24])
-    return int(width), int(height)
 
 
 def _image_processor_config(folder: Path) -> dict[str, Any]:

@@ -59,6 +59,7 @@ from model_serving.training import (
 from model_serving.training.resume import Checkpoints, ResumePoint
 from model_serving.training.spec import Hyperparameters, LoraSettings, TrainingSpec
 from model_serving.training.vision import FrozenVisionTower, screenshot_bytes
+from vm_pool.screen.png import png_size
 
 logger = logging.getLogger(__name__)
 
@@ -276,7 +277,7 @@ def _episode_pools(
     every = max(1, table.num_rows // POOL_SAMPLE)
     sample = table.select(range(0, table.num_rows, every)[:POOL_SAMPLE])
     sizes = [
-        lengths.png_size(image["bytes"])
+        png_size(image["bytes"])
         for images in sample.data.column("images").to_pylist()
         for image in images
         if image and image.get("bytes")

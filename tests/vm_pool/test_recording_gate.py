@@ -105,7 +105,8 @@ def clipboard_of(desktop: Desktop, text: str) -> str:
     written before it passes, so the desktop takes it a moment after its row."""
     deadline = time.monotonic() + 10
     while True:
-        shown = pool.control_for(desktop).run(["xclip", "-selection", "clipboard", "-o"], timeout=10)
+        control = pool.control_for(desktop)
+        shown = control.run(["xclip", "-selection", "clipboard", "-o"], timeout=10)
         if shown.output == text or time.monotonic() > deadline:
             return shown.output
         time.sleep(0.05)

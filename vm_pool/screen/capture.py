@@ -23,8 +23,8 @@ from isal import isal_zlib
 from PIL import Image
 
 from vm_pool.actions import ScreenSize
+from vm_pool.screen.png import PNG_SIGNATURE
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 DEFLATE_LEVEL = 1
 
 

@@ -20,6 +20,7 @@ from isal import isal_zlib
 from PIL import Image
 
 from vm_pool.screen.capture import Frame
+from vm_pool.screen.png import PNG_SIGNATURE
 
 # The share of pixels two observations may differ by and still be the same screen. A blinking
 # caret changes about 0.002 % of a 1280x800 screen, a panel clock's minute about 0.02 %, the
@@ -28,8 +29,6 @@ SAME_SCREEN_TOLERANCE = 0.001
 # The smallest width and height of a changed area that is a change of a captured frame: a text
 # caret (one or two pixels wide) blinks below it, a window, menu or dialog is far above it.
 MIN_EXTENT_PX = 4
-
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def screen_difference(png_a: bytes, png_b: bytes) -> float:
@@ -76,7 +75,7 @@ def _rgb_pixels(png: bytes) -> np.ndarray:
 def _unfiltered_rgb_pixels(png: bytes) -> np.ndarray | None:
     """The pixels of an 8-bit RGB PNG, not interlaced, whose rows all have filter type 0 (none);
     None for any other PNG, or a damaged one, which Pillow then reads or refuses."""
-    if not png.startswith(_PNG_SIGNATURE) or png[12:16] != b"IHDR" or len(png) < 33:
+    if not png.startswith(PNG_SIGNATURE) or png[12:16] != b"IHDR" or len(png) < 33:
         return None
     width, height, depth, colour, _, _, interlace = struct.unpack_from(">IIBBBBB", png, 16)
     if (depth, colour, interlace) != (8, 2, 0) or width * height > Image.MAX_IMAGE_PIXELS:

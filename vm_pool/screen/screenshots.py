@@ -6,29 +6,13 @@ row and writes nothing. Only real PNGs are accepted; their size is read from the
 """
 
 import hashlib
-import struct
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 
 from vm_pool.models import Screenshot
-
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-class NotAPng(ValueError):
-    """The bytes given as a screenshot are not a PNG image."""
-
-
-def png_size(data: bytes) -> tuple[int, int]:
-    """Width and height of a PNG, from its IHDR chunk."""
-    if len(data) < 24 or not data.startswith(PNG_SIGNATURE) or data[12:16] != b"IHDR":
-        raise NotAPng("screenshot is not a PNG image")
-    width, height = struct.unpack(">II", data[16:24])
-    if width == 0 or height == 0:
-        raise NotAPng("PNG has an empty size")
-    return width, height
+from vm_pool.screen.png import png_size
 
 
 def screenshot_path(sha256: str) -> str:

@@ -19,7 +19,8 @@ from annotation.models import (
 )
 from backend.accounts.roles import Role
 from tests.support.pngs import solid_png
-from vm_pool.screen.screenshots import NotAPng, store_screenshot
+from vm_pool.screen.png import NotAPng
+from vm_pool.screen.screenshots import store_screenshot
 
 CLICK = {"type": "click", "point": [640, 400]}
 
