@@ -107,15 +107,28 @@ def spec_of(job: FineTuneJob, parent_adapter: str = "") -> TrainingSpec:
     )
 
 
+def name_taken(version_name: str) -> bool:
+    """Whether a model version has the name, or a job that has not failed will register it."""
+    return (
+        ModelVersion.objects.filter(name=version_name).exists()
+        or FineTuneJob.objects.filter(version_name=version_name)
+        .exclude(status__in=[JobStatus.FAILED, JobStatus.CANCELLED])
+        .exists()
+    )
+
+
 def data_style(stages: list[Stage]) -> str:
     """The coordinate convention the stages' rows share: the one the trained version answers
-    in."""
-    styles = {stage.dataset.coordinate_style for stage in stages}
+    in. Datasets in two conventions are refused, naming an export in each."""
+    styles = {stage.dataset.coordinate_style: stage.dataset.export_id for stage in stages}
     if len(styles) > 1:
+        named = ", ".join(f"export {export_id} in {style}" for style, export_id in styles.items())
         raise JobRejected(
-            f"a job's datasets must write coordinates in one convention, not {sorted(styles)}"
+            "the datasets write coordinates in different conventions "
+            f"({named}); one model answers in one",
+            details={"coordinate_styles": sorted(styles)},
         )
-    return styles.pop() if styles else "uitars15"
+    return next(iter(styles), "uitars15")
 
 
 def create_job(
@@ -148,11 +161,7 @@ def create_job(
             f"{version_name!r} cannot name a model version with an adapter: use letters, "
             "digits, dots, dashes and underscores"
         )
-    if ModelVersion.objects.filter(name=version_name).exists() or (
-        FineTuneJob.objects.filter(version_name=version_name)
-        .exclude(status__in=[JobStatus.FAILED, JobStatus.CANCELLED])
-        .exists()
-    ):
+    if name_taken(version_name):
         raise JobConflict(f"the model version name {version_name!r} is taken")
     job = FineTuneJob(
         name=name or version_name,

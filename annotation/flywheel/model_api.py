@@ -151,8 +151,8 @@ class ModelVersionCreateSerializer(serializers.Serializer):
     )
 
     def validate_name(self, name: str) -> str:
-        if ModelVersion.objects.filter(name=name).exists():
-            raise serializers.ValidationError("A model version with this name exists.")
+        if finetune.name_taken(name):
+            raise serializers.ValidationError(model_versions.TAKEN)
         return name
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -410,9 +410,7 @@ class ModelVersionViewSet(
         _require_anywhere(request.user, Capability.MANAGE_DATASETS)
         body = ModelVersionCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        version = ModelVersion.objects.create(
-            **body.validated_data, lineage={"registered": True}, created_by=request.user
-        )
+        version = model_versions.register(body.validated_data, request.user)
         return Response(ModelVersionSerializer(version).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={202: ModelVersionSerializer})

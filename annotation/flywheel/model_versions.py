@@ -24,7 +24,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
@@ -38,6 +38,7 @@ from backend.accounts.models import User
 from backend.accounts.roles import Capability
 from backend.celery import send_after_commit
 from backend.errors import DomainError
+from model_serving import finetune
 from model_serving.evaluation import DEFAULT_TOLERANCE, HeldOutStep, evaluate, is_held_out
 from model_serving.models import EvaluationRun, JobStatus, ModelVersion
 from model_serving.proposers.base import ModelUnavailable
@@ -54,6 +55,25 @@ MAX_EVALUATION_STEPS = 2000
 
 class DatasetNotUsable(DomainError):
     code = "dataset_not_usable"
+
+
+class VersionNameTaken(DomainError):
+    code = "invalid"
+
+
+TAKEN = "A model version with this name exists, or a fine-tuning job will register it."
+
+
+def register(fields: dict[str, Any], user: User) -> ModelVersion:
+    """A version registered by hand (an endpoint's base model, or an adapter already in
+    storage). Two registrations of one name at once give one version and a 400."""
+    try:
+        with transaction.atomic():
+            return ModelVersion.objects.create(
+                **fields, lineage={"registered": True}, created_by=user
+            )
+    except IntegrityError:
+        raise VersionNameTaken(TAKEN, details={"name": [TAKEN]}) from None
 
 
 class ExportNotFound(DomainError):
@@ -98,14 +118,7 @@ def training_stages(user: User, export_ids: list[int]) -> tuple[list[Stage], lis
         )
         stages.append(Stage(kind=export.kind, dataset=ref))
         projects.append(export.project_id)
-    styles = {stage.dataset.coordinate_style: stage.dataset.export_id for stage in stages}
-    if len(styles) > 1:
-        named = ", ".join(f"export {export_id} in {style}" for style, export_id in styles.items())
-        raise DatasetNotUsable(
-            "the datasets write coordinates in different conventions "
-            f"({named}); one model answers in one",
-            details={"coordinate_styles": sorted(styles)},
-        )
+    finetune.data_style(stages)  # an estimate is refused as the job would be
     return stages, projects
 
 

@@ -290,7 +290,7 @@ def test_a_version_answers_in_the_coordinate_convention_its_datasets_were_writte
     relative = built_export(synthetic, user, "sft")
     assert (absolute.coordinate_style, relative.coordinate_style) == ("uitars15", "relative1000")
 
-    message = refused(client, job_body([absolute, relative], base_model), 400, "dataset_not_usable")
+    message = refused(client, job_body([absolute, relative], base_model), 400, "finetune_rejected")
     assert message == (
         "the datasets write coordinates in different conventions "
         f"(export {absolute.pk} in uitars15, export {relative.pk} in relative1000); "

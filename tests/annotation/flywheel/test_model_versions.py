@@ -15,10 +15,11 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from annotation import jobs
+from annotation.flywheel import model_versions
 from annotation.models import Episode, Proposal, Step, Task
 from annotation.projects import versions
 from backend.accounts.roles import Role
-from model_serving.models import ModelVersion
+from model_serving.models import FineTuneJob, ModelVersion
 from model_serving.serving import ServingFailed, serve_version
 from model_serving.versions import choose_version, gets_version_b
 from tests.support.fake_model_server import Reply, serving
@@ -134,6 +135,17 @@ def test_engineers_register_and_serve_versions_through_the_api(
     assert created.status_code == 201, created.json()
     again = client.post("/api/model-versions/", body, format="json")
     assert again.status_code == 400 and ModelVersion.objects.count() == 1
+    # A name a fine-tuning job will register is taken too: that job would fail at its end.
+    FineTuneJob.objects.create(
+        base_model=BASE, base_model_path="/models/b", stages=[], version_name="ui-tars-ft-9"
+    )
+    planned = client.post("/api/model-versions/", {**body, "name": "ui-tars-ft-9"}, format="json")
+    assert planned.status_code == 400
+    assert planned.json()["error"]["details"]["name"] == [model_versions.TAKEN]
+    # A registration that checked the name while another took it is refused, not a 500.
+    with pytest.raises(model_versions.VersionNameTaken):
+        model_versions.register({**body, "base_url": "http://vllm:8000/v1"}, engineer)
+    assert list(ModelVersion.objects.values_list("name", flat=True)) == [BASE]
 
     with django_capture_on_commit_callbacks(execute=False) as queued:
         served = client.post(f"/api/model-versions/{created.json()['id']}/serve/")
