@@ -30,7 +30,7 @@ from annotation.episodes.serializers import (
     EpisodeSerializer,
     ReviewSerializer,
 )
-from annotation.models import Episode, Membership, Project, Step, Task
+from annotation.models import Episode, Membership, Project, Step, Task, TaskEvent
 from annotation.projects import access, importer, queue, versions
 from annotation.rollouts import branching
 from annotation.serializers import (
@@ -331,12 +331,24 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=LeaseSerializer, responses={200: TaskSerializer})
     @action(detail=True, methods=["post"])
     def release(self, request: Request, pk: str) -> Response:
-        return Response(TaskSerializer(self._lease_action(request, pk, queue.release_task)).data)
+        task = self._lease_action(request, pk, queue.release_task)
+        return Response(_as_left(request, task, TaskEvent.Kind.RELEASED))
 
     @extend_schema(request=LeaseSerializer, responses={200: TaskSerializer})
     @action(detail=True, methods=["post"])
     def submit(self, request: Request, pk: str) -> Response:
-        return Response(TaskSerializer(self._lease_action(request, pk, queue.submit_task)).data)
+        task = self._lease_action(request, pk, queue.submit_task)
+        return Response(_as_left(request, task, TaskEvent.Kind.SUBMITTED))
+
+
+def _as_left(request: Request, task: Task, kind: str) -> dict[str, Any]:
+    """The task as the caller left it (``queue.as_left``), unless they manage its project."""
+    serializer = TaskSerializer(task, context={"request": request})
+    data = dict(serializer.data)
+    if not serializer.managed(task):
+        data["status"] = queue.as_left(kind)
+        data["assignee"] = request.user.username if kind == TaskEvent.Kind.SUBMITTED else None
+    return data
 
 
 class EpisodeViewSet(viewsets.ReadOnlyModelViewSet):

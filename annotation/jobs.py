@@ -40,7 +40,8 @@ from annotation.rollouts import runs as rollout_runs
 from backend.accounts.models import User
 from backend.attempts import AttemptAlive
 from backend.notifications import send_async, send_now
-from model_serving.proposers.base import Candidate, ModelUnavailable, ProposalResult
+from model_serving.proposers.base import ModelUnavailable
+from model_serving.proposers.given import given_first
 from model_serving.registry import ProposerMisconfigured, get_proposer
 from vm_pool.actions import Action
 
@@ -157,44 +158,20 @@ def propose_step(step_id: int) -> None:
             for payload in deltas():
                 await send_async(group, "proposal_delta", payload)
 
-    recorded = honeypots.answer_for(step)
+    given = honeypots.answer_for(step)  # a honeypot run's gold step shows gold's answer first
     try:
-        if recorded is not None:  # a honeypot run on gold: what the gold episode was shown
-            stamp = honeypots.stamp(step.episode.task.project_id)
-            result = asyncio.run(_replayed(recorded, stamp, on_text))
+        proposer = get_proposer(versions.episode_model_settings(step.episode))
+        request = proposal_request(step)
+        if given is None:
+            result = asyncio.run(proposer.propose(request, on_text))
         else:
-            proposer = get_proposer(versions.episode_model_settings(step.episode))
-            result = asyncio.run(proposer.propose(proposal_request(step), on_text))
+            result = asyncio.run(given_first(proposer, request, given, on_text))
     except (ModelUnavailable, ProposerMisconfigured) as error:
         flush()
         proposals.record_model_unavailable(step_id, str(error), observation=step.observation_id)
         return
     flush()
     proposals.record_proposals(step_id, result, observation=step.observation_id)
-
-
-async def _replayed(
-    recorded: honeypots.Recorded, stamp: tuple[str, str], on_text: Any
-) -> ProposalResult:
-    """A recorded answer as the model would give it (named ``stamp``): streamed over its
-    recorded latency. No database here: this runs in the job's event loop."""
-    started = time.monotonic()
-    seconds = min(recorded.latency_ms, honeypots.MAX_LATENCY_MS) / 1000
-    pieces = [recorded.raw_text[i : i + 24] for i in range(0, len(recorded.raw_text), 24)]
-    for n, piece in enumerate(pieces, start=1):
-        await asyncio.sleep(max(0.0, started + seconds * n / len(pieces) - time.monotonic()))
-        await on_text(0, piece)
-    name, version = stamp
-    action = Action.from_json(recorded.action)
-    return ProposalResult(
-        candidates=(Candidate(recorded.raw_text, recorded.thought, action),),
-        model_name=name,
-        model_version=version,
-        sampling=recorded.sampling,
-        prompt_tokens=recorded.prompt_tokens,
-        completion_tokens=recorded.completion_tokens,
-        latency_ms=int((time.monotonic() - started) * 1000),
-    )
 
 
 @shared_task(name=job_names.DRAFT_THOUGHTS, acks_late=True)

@@ -333,8 +333,9 @@ class TaskDetailSerializer(TaskSerializer):
             # Others' events would tell a task was worked before (a gold task's source
             # episode, its reviews, earlier runs; overlap's other annotators): each caller sees
             # their own, and not where the task came from.
-            me = self.context["request"].user.username
-            data["events"] = [event for event in data["events"] if event["actor"] == me]
+            request = self.context.get("request")
+            me = request.user.username if request is not None else None
+            data["events"] = [event for event in data["events"] if me and event["actor"] == me]
             data["source"] = None
         return data
 

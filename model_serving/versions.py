@@ -19,12 +19,20 @@ from typing import Any
 
 from model_serving.endpoint_keys import API_KEY, key_for
 from model_serving.models import ModelVersion
+from model_serving.uitars import CoordinateStyle
 
 AB_SALT = "tandem-ab:"
 # The name of a version with an adapter is also a folder name (TANDEM_ADAPTER_DIR/<name>) and
 # vLLM's lora_name: letters, digits, dots, dashes and underscores, nothing that walks folders.
 ADAPTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 VERSION_KEYS = ("proposer", "base_url", "model", "model_version", "style")
+
+
+def served_style(model_settings: dict[str, Any], version: ModelVersion | None) -> str:
+    """The coordinate convention answers come in: the version's, else the settings' own."""
+    if version is not None:
+        return version.coordinate_style
+    return str(model_settings.get("style", CoordinateStyle.UITARS15))
 
 
 def is_adapter_name(name: str) -> bool:

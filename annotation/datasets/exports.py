@@ -51,13 +51,12 @@ from annotation.datasets.formats import llama_factory, trl
 from annotation.datasets.records import Filters, ReviewStatus, Source
 from annotation.job_names import BUILD_EXPORT
 from annotation.models import DatasetExport, Episode, EpisodeMode, Project
-from annotation.projects.versions import project_model_settings
 from annotation.quality import kept
 from backend import attempts
 from backend.accounts.models import User
 from backend.celery import send_after_commit
 from backend.errors import DomainError
-from model_serving.uitars import CoordinateStyle
+from model_serving.versions import served_style
 from vm_pool.models import Screenshot
 
 log = logging.getLogger(__name__)
@@ -166,7 +165,7 @@ def create_export(
             format=format,
             filters=filters.as_json(),
             # The convention of the model the project serves: its version A's, where it has one.
-            coordinate_style=project_model_settings(project).get("style", CoordinateStyle.UITARS15),
+            coordinate_style=served_style(project.model_settings, project.model_version),
             created_by=user,
         )
         send_after_commit(BUILD_EXPORT, [export.pk], settings.TANDEM_EXPORT_QUEUE)

@@ -50,6 +50,9 @@ from backend.notifications import notify_user
 from vm_pool import pool
 from vm_pool.recording.gate import end_recording
 
+# The outcomes that submit the task an episode held; the others give it back to the pool.
+SUBMITTING = (EpisodeOutcome.FINISHED, EpisodeOutcome.CALL_USER, EpisodeOutcome.MAX_STEPS)
+
 # --- ending --------------------------------------------------------------------------------
 
 
@@ -77,12 +80,7 @@ def end_episode(episode_id: int, outcome: str, reason: str) -> bool:
         task = Task.objects.select_for_update().get(pk=episode.task_id)
         held = task.status == TaskStatus.IN_PROGRESS and task.assignee_id == episode.annotator_id
         if held and episode.mode == EpisodeMode.INTERACTIVE:  # a rollout never holds its task
-            worked = outcome in (
-                EpisodeOutcome.FINISHED,
-                EpisodeOutcome.CALL_USER,
-                EpisodeOutcome.MAX_STEPS,
-            )
-            if worked:
+            if outcome in SUBMITTING:
                 queue.end_held_task(
                     task, TaskStatus.SUBMITTED, TaskEvent.Kind.SUBMITTED, episode.annotator
                 )

@@ -4,16 +4,18 @@ from typing import Any
 
 from rest_framework import serializers
 
+from annotation.episodes.leases import SUBMITTING
 from annotation.models import (
     Episode,
+    EpisodeMode,
     Proposal,
     Review,
     Step,
     StepRevision,
     Task,
-    TaskStatus,
+    TaskEvent,
 )
-from annotation.projects import access
+from annotation.projects import access, queue
 from backend.accounts.roles import Capability
 from vm_pool.actions import Action, InvalidAction
 
@@ -279,10 +281,19 @@ class EpisodeDetailSerializer(EpisodeSerializer):
 
     def to_representation(self, episode: Episode) -> dict[str, Any]:
         shown = super().to_representation(episode)
-        if shown["task_status"] == TaskStatus.GOLD:
-            # A honeypot's status would tell its annotator the task was gold: to those who do
-            # not oversee the project it reads as the submitted task it is for them.
-            user = self.context["request"].user
-            if not access.allows(user, episode.task.project, Capability.VIEW_EPISODES):
-                shown["task_status"] = TaskStatus.SUBMITTED
+        if episode.ended_at is not None and episode.mode == EpisodeMode.INTERACTIVE:
+            # What became of the task (gold again, back in the pool for overlap, reviewed) would
+            # tell its annotator of a quality check: to those who do not oversee the project it
+            # reads as they left it when the episode ended.
+            request = self.context.get("request")
+            user = request.user if request is not None else None
+            if user is None or not access.allows(
+                user, episode.task.project, Capability.VIEW_EPISODES
+            ):
+                kind = (
+                    TaskEvent.Kind.SUBMITTED
+                    if episode.outcome in SUBMITTING
+                    else TaskEvent.Kind.RELEASED
+                )
+                shown["task_status"] = queue.as_left(kind)
         return shown

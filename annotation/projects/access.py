@@ -15,7 +15,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.fields import empty
 
-from annotation.models import Episode, EpisodeMode, Membership, Project, Task
+from annotation.models import Episode, EpisodeMode, Membership, Project, Task, TaskStatus
 from backend.accounts.models import User
 from backend.accounts.roles import ROLE_CAPABILITIES, Capability, Role, role_allows
 from vm_pool.models import Desktop, DesktopStatus
@@ -84,13 +84,19 @@ def project_by_id(user: User, pk: int, capability: Capability) -> Project:
 
 
 def visible_tasks(user: User) -> QuerySet[Task]:
-    """All tasks of projects the user oversees, plus the tasks they hold or are assigned."""
+    """All tasks of projects the user oversees, plus the tasks they hold or are assigned now.
+    A task they worked on and left is not theirs to read: what became of it (gold again, back in
+    the pool for overlap) would tell them of a quality check."""
     if user.is_superuser:
         return Task.objects.all()
     overseen = Q(project__in=projects_where(user, Capability.VIEW_EPISODES)) | Q(
         project__in=projects_where(user, Capability.MANAGE_TASKS)
     )
-    own = Q(project__in=projects_where(user, Capability.WORK_QUEUE), assignee=user)
+    own = Q(
+        project__in=projects_where(user, Capability.WORK_QUEUE),
+        assignee=user,
+        status__in=[TaskStatus.ASSIGNED, TaskStatus.IN_PROGRESS],
+    )
     return Task.objects.filter(overseen | own)
 
 

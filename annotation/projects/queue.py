@@ -5,7 +5,9 @@ The rule for "next task", in order:
 1. If the annotator already holds a task in the asked projects, that task is returned again
    with its lease renewed (a reload or a second tab resumes; nobody holds two tasks).
 2. Else the highest-priority task a manager assigned to them (oldest first on ties).
-3. Else the highest-priority task of the project pool.
+3. Else the highest-priority task of the project pool, but not the task they were last
+   handed: a task given back (released, or its lease lapsed) does not come straight back to
+   the person who gave it back, as a honeypot never does.
 
 Quality control (``annotation.quality``) adds two rules:
 
@@ -137,9 +139,11 @@ def claim_next_task(user: User, projects: QuerySet[Project]) -> Claim:
             drawn = _honeypot_drawn(max((rate for _, _, _, rate in asked), default=0.0))
             task = _honeypot(user, list(names)) if drawn else None
             if task is None:
-                task = candidates.filter(
-                    project_id__in=list(names), status=TaskStatus.QUEUED
-                ).first()
+                task = (
+                    candidates.filter(project_id__in=list(names), status=TaskStatus.QUEUED)
+                    .exclude(pk__in=_last_claimed(user))
+                    .first()
+                )
                 if task is None and not drawn:  # only gold may be left: never two in a row
                     task = _honeypot(user, list(names))
             if task is None:
@@ -171,6 +175,22 @@ def _pool_reason(task: Task, names: dict[int, str]) -> str:
     return f"highest priority ({task.priority}) in the pool of {names[task.project_id]}"
 
 
+def _last_claimed(user: User) -> QuerySet[TaskEvent, Any]:
+    """The task ``user`` was last handed (a subquery of the claim's own query)."""
+    return (
+        TaskEvent.objects.filter(kind=TaskEvent.Kind.CLAIMED, actor=user)
+        .order_by("-at", "-id")
+        .values("task_id")[:1]
+    )
+
+
+def as_left(kind: str) -> str:
+    """The status a task reads as, to the annotator whose lease ended with ``kind``: what they
+    did to it, not what became of it (gold again, back in the pool for overlap, reviewed),
+    which would tell them of a quality check."""
+    return TaskStatus.SUBMITTED if kind == TaskEvent.Kind.SUBMITTED else TaskStatus.QUEUED
+
+
 def _submitted_by(user: User) -> QuerySet[TaskEvent, Any]:
     return TaskEvent.objects.filter(kind=TaskEvent.Kind.SUBMITTED, actor=user).values("task_id")
 
@@ -182,13 +202,7 @@ def _honeypot_drawn(rate: float) -> bool:
 
 def _honeypot(user: User, project_ids: list[int]) -> Task | None:
     """An active honeypot ``user`` may run now (the module's rules), locked; None if none."""
-    last = (
-        TaskEvent.objects.filter(kind=TaskEvent.Kind.CLAIMED, actor=user)
-        .order_by("-at", "-id")
-        .values_list("task_id", flat=True)
-        .first()
-    )
-    if last is not None and Honeypot.objects.filter(task_id=last).exists():
+    if Honeypot.objects.filter(task_id__in=_last_claimed(user)).exists():
         return None
     runnable = Honeypot.objects.filter(active=True, task_id=OuterRef("pk")).exclude(
         Q(task_id__in=_submitted_by(user)) | Q(gold_episode__annotator=user)

@@ -14,10 +14,14 @@ Rules:
   gold twice in a row), and none is ever claimed by the person whose episode gave its gold.
   The claim reads as any other pool claim.
 - **Running.** A run is an ordinary interactive episode on the task: same desktop, setup,
-  socket messages and timing. While every earlier step of the run was right (below), the
-  proposal job serves step *i* from the gold episode's step *i* (``answer_for``): it streams
-  the recorded text over the recorded latency and is stamped with the name and version the
-  project's model answers with now. Off gold, or past its steps, the model is asked as usual.
+  socket messages and timing, and the model is asked at every step as in any episode. While
+  every earlier step of the run was right (below) and the screen is the gold step's (within
+  the branch replay tolerance), the first answer shown at step *i* is what the gold episode was
+  shown at its step *i* (``answer_for``), written as the run's model writes (its coordinate
+  convention). It takes the place of the model's first answer as that streams
+  (``model_serving.proposers.given``): it comes at the model's pace, under the model's name,
+  version and latency, and fails when the model fails; the model's own answers follow it, as
+  many as the project samples. Off gold, or past its steps, only the model's own are shown.
 - **Scoring** (``score_run``, when the run ends): gold steps are scored in order, while every
   earlier one was right and the screen before the step is the gold episode's within the
   branch replay tolerance (``TANDEM_BRANCH_REPLAY_TOLERANCE``). A step is a **miss** when its
@@ -52,13 +56,13 @@ from annotation.quality import feedback
 from annotation.quality.gold import BadGold, GoldNotAllowed
 from annotation.quality.rules import is_right
 from backend.accounts.models import User
-from model_serving.proposers.baseline import MODEL_NAME as BASELINE_NAME
-from model_serving.uitars import CoordinateStyle, assistant_text
+from model_serving.proposers.given import GivenAnswer
+from model_serving.registry import proposer_name
+from model_serving.uitars import assistant_text
+from model_serving.versions import served_style
 from vm_pool.actions import Action, InvalidAction, ScreenSize
 from vm_pool.screen.compare import screen_difference
 from vm_pool.screen.screenshots import screenshot_png
-
-MAX_LATENCY_MS = 30_000  # a recorded answer is streamed over at most this long
 
 
 def make_honeypot(episode: Episode, user: User, decoys: dict[str, Any] | None = None) -> Honeypot:
@@ -133,92 +137,80 @@ def note_run(episode: Episode) -> None:
 
 @dataclass(frozen=True)
 class Recorded:
-    """What a honeypot run's step shows: the raw text, thought and action, and the latency
-    the answer took when it was recorded."""
+    """What the gold episode was shown at a step (its first valid proposal, or the manager's
+    decoy for it): the thought and action, in screen pixels."""
 
-    raw_text: str
     thought: str
     action: dict[str, Any]
-    latency_ms: int
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    sampling: dict[str, Any]
 
 
-def answer_for(step: Step) -> Recorded | None:
-    """The recorded answer a honeypot run shows at ``step``; None where the model is asked
-    (not a run, off gold, or past the gold steps)."""
+def answer_for(step: Step) -> GivenAnswer | None:
+    """The answer a honeypot run shows first at ``step``, written as the run's model writes;
+    None where only the model's own answers are shown: not a run, off gold (an earlier step not
+    right), past the gold steps, or on another screen than the gold step's."""
     run = (
         HoneypotRun.objects.filter(episode_id=step.episode_id)
-        .select_related("honeypot__task__project")
+        .select_related("honeypot__task__project", "episode__served_version")
         .first()
     )
     if run is None:
         return None
     honeypot = run.honeypot
-    gold = {
+    gold = _gold_steps(honeypot)
+    if step.index not in gold:
+        return None
+    shown = _shown(honeypot, gold)
+    earlier = Step.objects.filter(episode_id=step.episode_id, index__lt=step.index)
+    for done in earlier.order_by("index"):
+        if done.index not in gold or not _right(done, gold[done.index], shown.get(done.index)):
+            return None
+    recorded = shown.get(step.index)
+    if recorded is None or not _on_screen_of(step, gold[step.index]):
+        return None
+    action = Action.from_json(recorded.action)
+    model_settings, version = honeypot.task.project.model_settings, run.episode.served_version
+    if version is None and proposer_name(model_settings) == "baseline":
+        text = f"Thought: {recorded.thought}\nAction: {action.to_text()}"  # screen pixels
+    else:
+        screen = ScreenSize(step.observation.width, step.observation.height)
+        style = served_style(model_settings, version)
+        text = assistant_text(recorded.thought, action, screen, style)
+    return GivenAnswer(text, recorded.thought, action)
+
+
+def _gold_steps(honeypot: Honeypot) -> dict[int, GoldStep]:
+    return {
         g.step.index: g
         for g in GoldStep.objects.filter(step__episode_id=honeypot.gold_episode_id).select_related(
             "step__observation"
         )
     }
-    if step.index not in gold:
-        return None
-    earlier = Step.objects.filter(episode_id=step.episode_id, index__lt=step.index)
-    for done in earlier.order_by("index"):
-        if done.index not in gold or not _right(done, gold[done.index], _shown(honeypot, gold[
-                done.index].step)):  # fmt: skip
-            return None
-    shown = _shown(honeypot, gold[step.index].step)
-    return shown
 
 
-def _shown(honeypot: Honeypot, gold_step: Step) -> Recorded | None:
-    """What the gold episode's step showed, or the manager's decoy for it."""
-    recorded = (
-        Proposal.objects.filter(step=gold_step, superseded=False, invalid_reason="")
-        .order_by("rank")
-        .first()
+def _shown(honeypot: Honeypot, gold: dict[int, GoldStep]) -> dict[int, Recorded]:
+    """What the gold episode showed at each gold step (one query): the manager's decoy, else
+    its first valid proposal there."""
+    first: dict[int, Recorded] = {}
+    proposals = Proposal.objects.filter(
+        step_id__in=[g.step_id for g in gold.values()], superseded=False, invalid_reason=""
     )
-    decoy = honeypot.decoys.get(str(gold_step.index))
-    if decoy is not None:
-        action = Action.from_json(decoy["action"])
-        observation = gold_step.observation
-        screen = ScreenSize(observation.width, observation.height)
-        # The convention of the answers the project's model shows (its version A's).
-        project = honeypot.task.project
-        style = (
-            project.model_version.coordinate_style
-            if project.model_version is not None
-            else project.model_settings.get("style", CoordinateStyle.UITARS15)
-        )
-        if recorded is not None and recorded.model_name == BASELINE_NAME:
-            text = f"Thought: {decoy['thought']}\nAction: {action.to_text()}"  # screen pixels
-        else:
-            text = assistant_text(decoy["thought"], action, screen, style)
-        if recorded is None:
-            return Recorded(text, decoy["thought"], decoy["action"], 0, None, None, {})
-        # The recorded answer's cost: the decoy answers the same screen and prompt.
-        return Recorded(
-            text,
-            decoy["thought"],
-            decoy["action"],
-            recorded.latency_ms or 0,
-            recorded.prompt_tokens,
-            recorded.completion_tokens,
-            recorded.sampling,
-        )
-    if recorded is None or recorded.action is None:
-        return None
-    return Recorded(
-        recorded.raw_text,
-        recorded.thought,
-        recorded.action,
-        recorded.latency_ms or 0,
-        recorded.prompt_tokens,
-        recorded.completion_tokens,
-        recorded.sampling,
+    for index, thought, action in proposals.order_by("-rank").values_list(
+        "step__index", "thought", "action"
+    ):
+        if action is not None:
+            first[index] = Recorded(thought, action)  # the lowest rank is written last
+    for key, decoy in honeypot.decoys.items():
+        first[int(key)] = Recorded(decoy["thought"], decoy["action"])
+    return first
+
+
+def _on_screen_of(step: Step, gold: GoldStep) -> bool:
+    """Whether the run's screen before ``step`` is the gold step's, within the branch replay
+    tolerance: on any other screen the gold answer would be shown where it does not belong."""
+    difference = screen_difference(
+        screenshot_png(step.observation), screenshot_png(gold.step.observation)
     )
+    return difference <= settings.TANDEM_BRANCH_REPLAY_TOLERANCE
 
 
 def _right(step: Step, gold: GoldStep, shown: Recorded | None) -> bool:
@@ -227,20 +219,6 @@ def _right(step: Step, gold: GoldStep, shown: Recorded | None) -> bool:
         return False
     corrected = step.decision in (Decision.CORRECTED, Decision.DEMONSTRATED)
     return not (corrected and shown is not None and is_right(shown.action, gold.answers))
-
-
-def stamp(project_id: int) -> tuple[str, str]:
-    """The name and version the project's model answers with now: those of its latest
-    answer outside honeypot runs."""
-    latest = (
-        Proposal.objects.filter(step__episode__task__project_id=project_id)
-        .exclude(model_name="")
-        .exclude(step__episode__honeypot_run__isnull=False)
-        .order_by("-created_at", "-id")
-        .values_list("model_name", "model_version")
-        .first()
-    )
-    return latest if latest is not None else ("", "")
 
 
 # --- scoring -------------------------------------------------------------------------------
@@ -260,24 +238,17 @@ def score_run(episode_id: int) -> list[GoldVerdict]:
             return []
         episode = run.episode
         ended = episode.ended_at or timezone.now()  # ended: the query asked for that
-        gold = {
-            g.step.index: g
-            for g in GoldStep.objects.filter(
-                step__episode_id=run.honeypot.gold_episode_id
-            ).select_related("step__observation")
-        }
+        gold = _gold_steps(run.honeypot)
         verdicts = []
+        answers = _shown(run.honeypot, gold)
         steps = Step.objects.filter(episode=episode, decided_at__isnull=False)
         for step in steps.select_related("observation").order_by("index"):
             if step.index not in gold:
                 break
             expected = gold[step.index]
-            difference = screen_difference(
-                screenshot_png(step.observation), screenshot_png(expected.step.observation)
-            )
-            if difference > settings.TANDEM_BRANCH_REPLAY_TOLERANCE:
+            if not _on_screen_of(step, expected):
                 break  # not the gold episode's state: nothing more can be scored
-            shown = _shown(run.honeypot, expected.step)
+            shown = answers.get(step.index)
             right = _right(step, expected, shown)
             verdicts.append(
                 GoldVerdict(

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from annotation import jobs
 from annotation.datasets.finals import episodes_for
 from annotation.datasets.records import Filters
 from annotation.episodes.reviews import review_episode
@@ -32,6 +33,7 @@ from annotation.quality import checks, gold, honeypots, kept, overlap, scorecard
 from backend.accounts.roles import Role
 from model_serving.models import ModelVersion
 from model_serving.uitars import assistant_text
+from tests.support.fake_model_server import Reply, serving
 from tests.support.pngs import solid_png
 from vm_pool.actions import Action, ScreenSize
 from vm_pool.screen.screenshots import store_screenshot
@@ -153,6 +155,67 @@ def test_an_annotator_on_a_gold_task_reads_it_as_any_other(
         f"/api/tasks/{honeypot.task_id}/").json()["events"]} >= {"gina", "mona", "ann"}  # fmt: skip
 
 
+def test_a_task_left_reads_the_same_whether_gold_overlapped_or_ordinary(
+    honeypot, project, people, client_for, monkeypatch
+):
+    """The reply to submit and release, the task's detail after it, and the episode's task
+    status: what the annotator did, never what became of the task (gold again, back in the
+    pool for overlap). The manager reads what it is."""
+    project.overlap = 2
+    project.save(update_fields=["overlap"])
+    for n in (1, 2):
+        Task.objects.create(project=project, external_id=f"t{n}", instruction="Click it")
+    monkeypatch.setattr(queue.random, "random", lambda: 0.0)  # the first claim draws gold
+    ann, reader = people["ann"], client_for(people["ann"])
+    left = {}
+    for action in ("submit", "submit", "release"):
+        claimed = reader.post("/api/tasks/claim/", {"project": project.pk}, format="json").json()
+        task_id = claimed["task"]["id"]
+        body = {"lease_id": claimed["lease_id"]}
+        reply = reader.post(f"/api/tasks/{task_id}/{action}/", body, format="json").json()
+        detail = reader.get(f"/api/tasks/{task_id}/")
+        left[task_id] = (reply["status"], reply["assignee"], detail.status_code)
+    gold_id, overlapped, released = left
+    assert left == {
+        gold_id: ("submitted", "ann", 404),
+        overlapped: ("submitted", "ann", 404),
+        released: ("queued", None, 404),
+    }
+    assert gold_id == honeypot.task_id
+    manager = client_for(people["mona"])
+    assert [manager.get(f"/api/tasks/{t}/").json()["status"] for t in left] == [
+        "gold", "queued", "queued"]  # fmt: skip
+    # An episode's task status reads as its annotator left it, to them.
+    run = worked(honeypot.task, ann, ACCEPT_RIGHT)
+    given_back = worked(Task.objects.get(pk=released), ann, ACCEPT_RIGHT, outcome="abandoned")
+    seen = [reader.get(f"/api/episodes/{e.pk}/").json()["task_status"] for e in (run, given_back)]
+    assert seen == ["submitted", "queued"]
+    assert manager.get(f"/api/episodes/{run.pk}/").json()["task_status"] == "gold"
+
+
+def test_a_task_given_back_does_not_come_straight_back_to_whoever_gave_it_back(project, people):
+    """As a honeypot never does: a task released, or whose lease lapsed, goes to someone else
+    or comes back once its holder has been handed another."""
+    first, second = (
+        Task.objects.create(project=project, external_id=f"t{n}", instruction="Click it",
+                            priority=priority)
+        for n, priority in ((1, 5), (2, 1))
+    )  # fmt: skip
+    ann, bob = people["ann"], people["bob"]
+    held = queue.claim_next_task(ann, type(project).objects.filter(pk=project.pk))
+    assert held.task.pk == first.pk
+    queue.release_task(first.pk, held.lease_id, ann)
+    again = claim(ann, project)
+    assert again.pk == second.pk  # not the task just given back, though it comes first
+    queue.end_held_task(again, TaskStatus.QUEUED, TaskEvent.Kind.RELEASED, ann)
+    assert claim(ann, project).pk == first.pk  # handed another since: it may come back
+    assert claim(bob, project).pk == second.pk
+    released = Task.objects.get(pk=first.pk)
+    queue.end_held_task(released, TaskStatus.QUEUED, TaskEvent.Kind.RELEASED, ann)
+    with pytest.raises(queue.NoTaskAvailable):  # only the task ann just gave back is left
+        claim(ann, project)
+
+
 def test_a_task_assigned_to_the_annotator_comes_before_gold(honeypot, project, people,
                                                              monkeypatch):  # fmt: skip
     """Their page lists what is assigned to them: a task from elsewhere first would be gold."""
@@ -188,9 +251,9 @@ def test_a_run_shows_the_recorded_answers_while_on_gold_and_is_scored(honeypot, 
                      [WRONG, DONE])  # fmt: skip
     HoneypotRun.objects.create(episode=ann_run, honeypot=honeypot)
     shown = honeypots.answer_for(ann_run.steps.get(index=1))
-    assert (shown.thought, shown.action, shown.latency_ms) == ("Click the logo.", WRONG, 300)
+    assert (shown.thought, shown.action) == ("Click the logo.", Action.from_json(WRONG))
     assert shown.raw_text.startswith("Thought: Click the logo.\nAction: click(start_box=")
-    assert honeypots.answer_for(ann_run.steps.get(index=2)).action == DONE  # still on gold
+    assert honeypots.answer_for(ann_run.steps.get(index=2)).action == Action.from_json(DONE)
     checks.check_quality(ann_run.pk)
     assert [(v.step.index, v.right) for v in GoldVerdict.objects.filter(run__episode=ann_run)] == [
         (1, True), (2, True)]  # fmt: skip
@@ -212,21 +275,54 @@ def test_a_run_shows_the_recorded_answers_while_on_gold_and_is_scored(honeypot, 
     assert [v.right for v in honeypots.score_run(cal_run.pk)] == [True, False]
     assert checks.gold_accuracy(task.project_id, people["cal"].pk) == 0.5
 
-
-def test_a_decoy_is_written_in_the_convention_of_the_model_the_project_serves(
-    honeypot, project, people
-):
-    """Version A answers in 0-1000: a decoy in another convention would stand out."""
-    project.model_version = ModelVersion.objects.create(
-        name="ui-tars-1.0-ft", base_model="ui-tars-1.0-7b", coordinate_style="relative1000"
+    # On another screen than the gold step's, only the model's own answers are shown.
+    elsewhere = Episode.objects.create(task=task, annotator=people["bob"])
+    HoneypotRun.objects.create(episode=elsewhere, honeypot=honeypot)
+    other = store_screenshot(solid_png(1280, 800, (230, 230, 230)))
+    assert (
+        honeypots.answer_for(Step.objects.create(episode=elsewhere, index=1, observation=other))
+        is None
     )
-    project.save(update_fields=["model_version"])
-    run = worked(honeypot.task, people["ann"], ACCEPT_RIGHT, [WRONG, DONE])
-    HoneypotRun.objects.create(episode=run, honeypot=honeypot)
-    shown = honeypots.answer_for(run.steps.get(index=1))
-    wrong, screen = Action.from_json(WRONG), ScreenSize(1280, 800)
-    assert shown.raw_text == assistant_text("Click the logo.", wrong, screen, "relative1000")
-    assert shown.raw_text != assistant_text("Click the logo.", wrong, screen, "uitars15")
+
+
+def test_a_run_shows_gold_first_as_the_runs_model_writes_under_its_name_and_fails_with_it(
+    honeypot, project, people, settings
+):
+    """The run's version (B here) answers in 0-1000: gold is written so, the model's own answer
+    follows it, both under the version's name; when the model fails, so does the step."""
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    own = "Thought: Wait for it.\nAction: wait()"
+    screen = store_screenshot(solid_png(1280, 800))  # the gold steps' screen
+    with serving(model="ui-tars-1.0-7b") as server:
+        server.default = Reply.text(own, chunk_chars=8)
+        b = ModelVersion.objects.create(
+            name="ui-tars-1.0-ft", base_model="ui-tars-1.0-7b", base_url=server.base_url,
+            coordinate_style="relative1000",
+        )  # fmt: skip
+        project.model_settings = {**project.model_settings, "candidates": 2}
+        project.save(update_fields=["model_settings"])
+        run = Episode.objects.create(task=honeypot.task, annotator=people["ann"], served_version=b)
+        HoneypotRun.objects.create(episode=run, honeypot=honeypot)
+        first = Step.objects.create(episode=run, index=1, observation=screen)
+        jobs.propose_step(first.pk)
+        wrong, size = Action.from_json(WRONG), ScreenSize(1280, 800)
+        shown = list(first.proposals.order_by("rank"))
+        assert [p.raw_text for p in shown] == [
+            assistant_text("Click the logo.", wrong, size, "relative1000"),
+            own,
+        ]
+        assert {(p.model_name, p.model_version) for p in shown} == {
+            ("ui-tars-1.0-7b", "ui-tars-1.0-ft")}  # fmt: skip
+        Step.objects.filter(pk=first.pk).update(
+            decision=Decision.CORRECTED, final_thought="t", final_action=RIGHT,
+            decided_by=people["ann"], decided_at=timezone.now(), decision_ms=900,
+        )  # fmt: skip
+        second = Step.objects.create(episode=run, index=2, observation=screen)
+        assert honeypots.answer_for(second) is not None  # still on gold
+        server.default = Reply.error(503, "overloaded")  # retried, and refused again
+        jobs.propose_step(second.pk)
+    (failed,) = second.proposals.all()
+    assert (failed.raw_text, failed.invalid_reason.startswith("model unavailable")) == ("", True)
 
 
 def test_a_gold_threshold_holds_new_episodes_for_review_and_feedback_is_told(
