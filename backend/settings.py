@@ -317,6 +317,8 @@ TANDEM_SANDBOX_UID_BASE = env_int("TANDEM_SANDBOX_UID_BASE", 200000)
 # Per local desktop: processes (and threads) of its user, memory of its processes in MiB.
 TANDEM_SANDBOX_MAX_PROCESSES = env_int("TANDEM_SANDBOX_MAX_PROCESSES", 1024)
 TANDEM_SANDBOX_MEMORY_MB = env_int("TANDEM_SANDBOX_MEMORY_MB", 2048)
+# Per local desktop: the size of its HOME, a tmpfs of its own (0: a folder on the host's disk).
+TANDEM_SANDBOX_HOME_MB = env_int("TANDEM_SANDBOX_HOME_MB", 1024)
 # Desktops allowed the internet reach public addresses only; these private ones too (a proxy).
 TANDEM_SANDBOX_INTERNET_ALLOW = [
     a for a in env("TANDEM_SANDBOX_INTERNET_ALLOW", "").split(",") if a.strip()

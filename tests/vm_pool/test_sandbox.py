@@ -37,6 +37,7 @@ def limits(settings) -> None:
     """Small limits, so that the fork bomb and the memory hog meet them quickly."""
     settings.TANDEM_SANDBOX_MAX_PROCESSES = 200
     settings.TANDEM_SANDBOX_MEMORY_MB = 768
+    settings.TANDEM_SANDBOX_HOME_MB = 256
     settings.TANDEM_DOCKER_MEMORY = "768m"
 
 
@@ -234,8 +235,23 @@ for _ in range(64):
 print("allocated", len(hog) * 64, "MB")
 """
 
+DISK_FILLER = """
+import os
+written = 0
+try:
+    with open(os.path.expanduser("~/fill"), "wb") as out:
+        while written < 8 * 1024**3:
+            out.write(bytes(1024 * 1024))
+            out.flush()
+            written += 1024 * 1024
+except OSError as error:
+    print("stopped after", written // (1024 * 1024), "MiB:", error.strerror)
+os.remove(os.path.expanduser("~/fill"))
+print(os.statvfs(os.path.expanduser("~")).f_blocks * os.statvfs(os.path.expanduser("~")).f_frsize)
+"""
 
-def test_a_fork_bomb_and_a_memory_hog_stay_inside_their_desktop(settings, desktops):
+
+def test_a_fork_bomb_a_memory_hog_and_a_disk_filler_stay_inside_their_desktop(settings, desktops):
     a, b = desktops
     control_a, control_b = control_of(a), control_of(b)
     limit = settings.TANDEM_SANDBOX_MAX_PROCESSES
@@ -253,6 +269,19 @@ def test_a_fork_bomb_and_a_memory_hog_stay_inside_their_desktop(settings, deskto
     assert provider.health(pool.spec_for(b)).ok
     assert control_b.observe(settle=False).png.startswith(b"\x89PNG")
     assert subprocess.run(["true"], check=False).returncode == 0  # the host still forks
+
+    if a.provider == "local":  # a container's HOME is a folder of the host's (see README)
+        free = os.statvfs(settings.TANDEM_DESKTOP_ROOT).f_bavail
+        filler = control_a.run(["python3", "-c", DISK_FILLER], timeout=120)
+        # 8 GiB asked for: HOME, a tmpfs of its own, is full at its size.
+        stopped, size = filler.output.strip().splitlines()
+        assert stopped.endswith("No space left on device"), filler.output
+        assert int(stopped.split()[2]) < settings.TANDEM_SANDBOX_HOME_MB
+        assert int(size) == settings.TANDEM_SANDBOX_HOME_MB * 1024 * 1024
+        frsize = os.statvfs(settings.TANDEM_DESKTOP_ROOT).f_frsize
+        lost = (free - os.statvfs(settings.TANDEM_DESKTOP_ROOT).f_bavail) * frsize
+        assert lost < 64 * 1024 * 1024  # the host's disk took none of it
+        assert provider.health(pool.spec_for(a)).ok
 
 
 def test_a_desktop_allowed_the_internet_still_reaches_no_private_or_host_address(settings):

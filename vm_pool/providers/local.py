@@ -293,7 +293,8 @@ class LocalProvider(DesktopProvider):
         limits = sandbox_limits.SandboxLimits(
             settings.TANDEM_SANDBOX_MAX_PROCESSES, settings.TANDEM_SANDBOX_MEMORY_MB
         )
-        sandbox.prepare_files(files, uid, spec.home_template or BUILTIN_HOME_TEMPLATE)
+        home = spec.home_template or BUILTIN_HOME_TEMPLATE
+        sandbox.prepare_files(files, uid, home, settings.TANDEM_SANDBOX_HOME_MB)
         procs = sandbox_limits.make_cgroups(spec.display, limits)
         config = sandbox.agent_config(spec)
         log = files.root / "agent.log"
@@ -348,6 +349,7 @@ class LocalProvider(DesktopProvider):
         if spec.display is not None:
             sandbox_limits.kill_cgroups(spec.display)
             sandbox.unlink_display(spec.display)
+        sandbox.release_files(desktop_files(spec.desktop_id))
 
     def control(self, spec: DesktopSpec, endpoint: Endpoint) -> LocalControl:
         cgroup = None if spec.display is None else sandbox_limits.activity_cgroup(spec.display)

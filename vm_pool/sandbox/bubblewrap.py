@@ -12,7 +12,9 @@ model's and the annotator's actions — runs inside one bubblewrap sandbox:
   host;
 - with the system read-only (``/usr``, ``/etc`` with a ``passwd`` of its own), HOME at
   ``/home/user`` and a private ``/tmp`` as the only places it can write, no view of the
-  repository, the platform's environment, ``var/`` or other desktops' files;
+  repository, the platform's environment, ``var/`` or other desktops' files; HOME is a tmpfs
+  of ``TANDEM_SANDBOX_HOME_MB`` of its own (counted in its memory cgroup as it is written), so
+  a program that fills it fills nothing of the host's disk;
 - with an environment built from nothing: no ``TANDEM_*``, database, Redis, cloud or other
   secret variable ever reaches it, not even bubblewrap's own process (PID 1 inside);
 - with limits: at most ``TANDEM_SANDBOX_MAX_PROCESSES`` processes and threads (the kernel's
@@ -117,16 +119,20 @@ def require_root() -> None:
         raise DesktopError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
 
 
-def prepare_files(files: DesktopFiles, uid: int, home_template: Path) -> None:
-    """A fresh HOME from the template and empty socket directories, owned by the desktop."""
+def prepare_files(files: DesktopFiles, uid: int, home_template: Path, home_mb: int = 0) -> None:
+    """A fresh HOME from the template and empty socket directories, owned by the desktop. With
+    ``home_mb``, HOME is a tmpfs of that size (``release_files`` unmounts it)."""
     _require_searchable(files.root.parent)
     files.root.mkdir(parents=True, exist_ok=True)
     os.chown(files.root, 0, uid)
     files.root.chmod(0o710)  # root and the desktop's group only
+    release_files(files)  # a HOME left mounted by a worker that died
     for path in (files.home, files.x11, files.run):
         if path.exists():
             shutil.rmtree(path)
-    shutil.copytree(home_template, files.home, symlinks=True)
+    if home_mb:
+        _mount_home(files.home, uid, home_mb)
+    shutil.copytree(home_template, files.home, symlinks=True, dirs_exist_ok=True)
     for folder in HOME_FOLDERS:  # a desktop user's usual folders, as tasks expect them
         (files.home / folder).mkdir(exist_ok=True)
     files.run.mkdir()
@@ -138,6 +144,28 @@ def prepare_files(files: DesktopFiles, uid: int, home_template: Path) -> None:
             os.lchown(os.path.join(directory, name), uid, uid)
     for path in (files.home, files.run, files.x11):
         os.chown(path, uid, uid)
+
+
+def _mount_home(home: Path, uid: int, size_mb: int) -> None:
+    home.mkdir()
+    options = f"size={size_mb}m,mode=0700,uid={uid},gid={uid},nosuid,nodev"
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tandem-home", str(home)],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    if mounted.returncode != 0:
+        raise DesktopError(
+            f"cannot mount the desktop's HOME ({mounted.stderr.strip()}); set "
+            "TANDEM_SANDBOX_HOME_MB=0 to keep HOME on the host's disk"
+        )
+
+
+def release_files(files: DesktopFiles) -> None:
+    """Unmount a stopped desktop's HOME tmpfs (lazily: a process of the platform may still be
+    reading a file of it); its contents go with it."""
+    if os.path.ismount(files.home):
+        subprocess.run(["umount", "-l", str(files.home)], capture_output=True, timeout=30,
+                       check=False)  # fmt: skip
 
 
 def seal(files: DesktopFiles) -> None:
