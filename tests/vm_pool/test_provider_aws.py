@@ -305,10 +305,22 @@ def test_security_groups_that_open_the_agent_or_vnc_beyond_the_private_network_a
     workers = ec2.create_security_group(
         GroupName="tandem-workers", Description="desktop workers", VpcId=vpc_of(ec2, group)
     )["GroupId"]
-    authorize(ec2, group, 7000, IpRanges=[{"CidrIp": "10.20.0.0/16"}])
+    authorize(ec2, group, 7000, IpRanges=[{"CidrIp": "10.30.0.0/16"}])  # the workers' subnet
     authorize(ec2, group, 5900, UserIdGroupPairs=[{"GroupId": workers}])
     authorize(ec2, group, 22, IpRanges=[{"CidrIp": "0.0.0.0/0"}])  # not a desktop port
     AwsProvider().run_instance(spec)  # the workers and the private network only: fine
+
+    # The VPC's whole range holds the desktops' own subnet (10.20.1.0/24): one desktop would
+    # reach another's agent.
+    authorize(ec2, group, 5900, IpRanges=[{"CidrIp": "10.20.0.0/16"}])
+    with pytest.raises(DesktopError, match=r"lets 10.20.0.0/16 \(which holds the desktops' subnet"):
+        AwsProvider().run_instance(replace(spec, desktop_id=17))
+    assert instances_of(ec2, 17) == []
+    ec2.revoke_security_group_ingress(
+        GroupId=group,
+        IpPermissions=[{"IpProtocol": "tcp", "FromPort": 5900, "ToPort": 5900,
+                        "IpRanges": [{"CidrIp": "10.20.0.0/16"}]}],
+    )  # fmt: skip
 
     authorize(ec2, group, 7000, IpRanges=[{"CidrIp": "0.0.0.0/0"}])
     with pytest.raises(DesktopError, match=f"{group} lets 0.0.0.0/0 reach port 7000"):
@@ -347,6 +359,12 @@ def test_what_a_security_group_may_not_open_to(ec2, spec):
     assert exposures([group(rule(IpRanges=[{"CidrIp": "172.16.0.0/11"}]))]) == [
         "sg-desktops lets 172.16.0.0/11 reach port 7000"  # wider than 172.16.0.0/12
     ]
+    subnet = ["10.0.1.0/24", "2600:1f18::/64"]
+    assert exposures([group(rule(IpRanges=[{"CidrIp": "10.0.0.0/16"}]))], subnet) == [
+        "sg-desktops lets 10.0.0.0/16 (which holds the desktops' subnet 10.0.1.0/24) "
+        "reach port 7000"
+    ]
+    assert exposures([group(rule(IpRanges=[{"CidrIp": "10.0.2.0/24"}]))], subnet) == []
 
 
 def test_a_start_needs_a_subnet_and_security_groups(ec2, spec, settings):

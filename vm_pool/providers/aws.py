@@ -16,8 +16,11 @@ the agent must know it is the platform:
 - its security groups, ``TANDEM_AWS_SECURITY_GROUP_IDS`` (required), must let only the desktop
   workers and websockify reach those ports. They are read before every start, which is refused
   while a rule opens a port to an address outside the private ranges (``0.0.0.0/0`` above all),
-  to a prefix list (whose addresses cannot be told from here), or to the desktops' own groups
-  (one desktop's programs would reach another's agent and screen);
+  to a prefix list (whose addresses cannot be told from here), to the desktops' own groups, or
+  to a range that overlaps the desktops' own subnet (in both cases one desktop's programs
+  would reach another's agent and screen: a VPC-wide ``10.0.0.0/16`` rule is refused, a rule
+  for the workers' own subnet is not). Egress is not checked: a desktop's way out is the
+  subnet's routing (no internet gateway or NAT for a private subnet);
 - the agent refuses every request without the desktop's agent key (``vm_pool.agent``), a secret
   the pool makes for each desktop and makes anew at each reset (``vm_pool.pool``). The key
   travels only in the user-data and in the client's requests: never in a tag, an argument, a
@@ -44,7 +47,7 @@ eventual consistency.
 import json
 import shlex
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from ipaddress import ip_network
 from typing import Any, ClassVar
@@ -95,10 +98,12 @@ def user_data(spec: DesktopSpec) -> str:
     )
 
 
-def exposures(groups: list[dict[str, Any]]) -> list[str]:
+def exposures(groups: list[dict[str, Any]], desktop_networks: Sequence[str] = ()) -> list[str]:
     """What in these security groups (as EC2 describes them) lets anyone but the platform's
-    private network reach a desktop's agent or VNC port; nothing when they are safe."""
+    private network, outside ``desktop_networks`` (the desktops' subnet), reach a desktop's
+    agent or VNC port; nothing when they are safe."""
     own = {group["GroupId"] for group in groups}
+    desktops = [ip_network(network, strict=False) for network in desktop_networks]
     found = []
     for group in groups:
         for rule in group.get("IpPermissions", []):
@@ -108,6 +113,13 @@ def exposures(groups: list[dict[str, Any]]) -> list[str]:
             sources = [r["CidrIp"] for r in rule.get("IpRanges", [])]
             sources += [r["CidrIpv6"] for r in rule.get("Ipv6Ranges", [])]
             outsiders = [source for source in sources if not _private(source)]
+            outsiders += [
+                f"{source} (which holds the desktops' subnet {desktop})"
+                for source in sources
+                if _private(source)
+                for desktop in desktops
+                if ip_network(source, strict=False).overlaps(desktop)  # type: ignore[arg-type]
+            ]
             outsiders += [f"prefix list {p['PrefixListId']}" for p in rule.get("PrefixListIds", [])]
             outsiders += [
                 f"the desktops' own group {pair['GroupId']}"
@@ -228,7 +240,7 @@ class AwsProvider(DesktopProvider):
                 "a private subnet, and security groups that let only the desktop workers and "
                 f"websockify reach ports {DESKTOP_PORTS[0]} and {DESKTOP_PORTS[1]}"
             )
-        self._check_security_groups(groups)
+        self._check_security_groups(groups, subnet)
         if deadline is None:
             deadline = time.monotonic() + settings.TANDEM_AWS_START_TIMEOUT
         request: dict[str, Any] = {
@@ -264,10 +276,15 @@ class AwsProvider(DesktopProvider):
             self._terminate(instance_id)
             raise
 
-    def _check_security_groups(self, group_ids: list[str]) -> None:
+    def _check_security_groups(self, group_ids: list[str], subnet_id: str) -> None:
         with _ec2_errors(f"describe security groups {', '.join(group_ids)}"):
             groups = self._client().describe_security_groups(GroupIds=group_ids)
-        found = exposures(groups["SecurityGroups"])
+        with _ec2_errors(f"describe subnet {subnet_id}"):
+            (subnet,) = self._client().describe_subnets(SubnetIds=[subnet_id])["Subnets"]
+        networks = [subnet["CidrBlock"]] + [
+            block["Ipv6CidrBlock"] for block in subnet.get("Ipv6CidrBlockAssociationSet", [])
+        ]
+        found = exposures(groups["SecurityGroups"], networks)
         if found:
             raise DesktopError(
                 "the desktops' security groups let more than the platform's private network "
