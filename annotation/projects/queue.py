@@ -7,7 +7,8 @@ The rule for "next task", in order:
 2. Else the highest-priority task a manager assigned to them (oldest first on ties).
 3. Else the highest-priority task of the project pool, but not the task they were last
    handed: a task given back (released, or its lease lapsed) does not come straight back to
-   the person who gave it back, as a honeypot never does.
+   the person who gave it back, as a honeypot never does. When nothing else is left for them,
+   it does (a honeypot too).
 
 Quality control (``annotation.quality``) adds two rules:
 
@@ -138,14 +139,13 @@ def claim_next_task(user: User, projects: QuerySet[Project]) -> Claim:
         else:
             drawn = _honeypot_drawn(max((rate for _, _, _, rate in asked), default=0.0))
             task = _honeypot(user, list(names)) if drawn else None
+            pool = candidates.filter(project_id__in=list(names), status=TaskStatus.QUEUED)
             if task is None:
-                task = (
-                    candidates.filter(project_id__in=list(names), status=TaskStatus.QUEUED)
-                    .exclude(pk__in=_last_claimed(user))
-                    .first()
-                )
+                task = pool.exclude(pk__in=_last_claimed(user)).first()
                 if task is None and not drawn:  # only gold may be left: never two in a row
                     task = _honeypot(user, list(names))
+            if task is None:  # nothing else is left: what they gave back comes back to them
+                task = _given_back(user, pool, list(names))
             if task is None:
                 raise NoTaskAvailable("No task is available for you right now.")
             reason = _pool_reason(task, names)
@@ -204,6 +204,12 @@ def _honeypot(user: User, project_ids: list[int]) -> Task | None:
     """An active honeypot ``user`` may run now (the module's rules), locked; None if none."""
     if Honeypot.objects.filter(task_id__in=_last_claimed(user)).exists():
         return None
+    return _gold_for(user, project_ids).order_by("?").first()
+
+
+def _gold_for(user: User, project_ids: list[int]) -> QuerySet[Task]:
+    """The honeypots' tasks ``user`` may run, to lock: not one they submitted or gave the gold
+    of."""
     runnable = Honeypot.objects.filter(active=True, task_id=OuterRef("pk")).exclude(
         Q(task_id__in=_submitted_by(user)) | Q(gold_episode__annotator=user)
     )
@@ -212,8 +218,15 @@ def _honeypot(user: User, project_ids: list[int]) -> Task | None:
         .filter(project_id__in=project_ids, status=TaskStatus.GOLD, cannot_run="")
         .filter(project__honeypot_rate__gt=0)
         .filter(Exists(runnable))
-        .order_by("?")
-        .first()
+    )
+
+
+def _given_back(user: User, pool: QuerySet[Task], project_ids: list[int]) -> Task | None:
+    """The task ``user`` was last handed, when it is free again (given back: pooled, or a
+    honeypot gold again); None otherwise."""
+    last = _last_claimed(user)
+    return (
+        pool.filter(pk__in=last).first() or _gold_for(user, project_ids).filter(pk__in=last).first()
     )
 
 

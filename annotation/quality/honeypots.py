@@ -33,6 +33,7 @@ Rules:
   the task, after the run.
 """
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,13 +57,15 @@ from annotation.quality import feedback
 from annotation.quality.gold import BadGold, GoldNotAllowed
 from annotation.quality.rules import is_right
 from backend.accounts.models import User
-from model_serving.proposers.given import GivenAnswer
+from model_serving.proposers.base import Candidate
 from model_serving.registry import proposer_name
-from model_serving.uitars import assistant_text
+from model_serving.uitars import assistant_text, parse_response
 from model_serving.versions import served_style
 from vm_pool.actions import Action, InvalidAction, ScreenSize
 from vm_pool.screen.compare import screen_difference
 from vm_pool.screen.screenshots import screenshot_png
+
+logger = logging.getLogger(__name__)
 
 
 def make_honeypot(episode: Episode, user: User, decoys: dict[str, Any] | None = None) -> Honeypot:
@@ -144,10 +147,19 @@ class Recorded:
     action: dict[str, Any]
 
 
-def answer_for(step: Step) -> GivenAnswer | None:
+def answer_for(step: Step) -> Candidate | None:
     """The answer a honeypot run shows first at ``step``, written as the run's model writes;
     None where only the model's own answers are shown: not a run, off gold (an earlier step not
-    right), past the gold steps, or on another screen than the gold step's."""
+    right), past the gold steps, on another screen than the gold step's, or where the gold
+    episode's screenshot or answer can no longer be read (logged)."""
+    try:
+        return _answer_for(step)
+    except (OSError, ValueError, InvalidAction) as error:  # a screenshot gone or damaged
+        logger.warning("honeypot run step %s: gold not shown (%s)", step.pk, error)
+        return None
+
+
+def _answer_for(step: Step) -> Candidate | None:
     run = (
         HoneypotRun.objects.filter(episode_id=step.episode_id)
         .select_related("honeypot__task__project", "episode__served_version")
@@ -168,14 +180,16 @@ def answer_for(step: Step) -> GivenAnswer | None:
     if recorded is None or not _on_screen_of(step, gold[step.index]):
         return None
     action = Action.from_json(recorded.action)
-    model_settings, version = honeypot.task.project.model_settings, run.episode.served_version
-    if version is None and proposer_name(model_settings) == "baseline":
+    project, version = honeypot.task.project, run.episode.served_version
+    if version is None and proposer_name(project.model_settings) == "baseline":
         text = f"Thought: {recorded.thought}\nAction: {action.to_text()}"  # screen pixels
-    else:
-        screen = ScreenSize(step.observation.width, step.observation.height)
-        style = served_style(model_settings, version)
-        text = assistant_text(recorded.thought, action, screen, style)
-    return GivenAnswer(text, recorded.thought, action)
+        return Candidate(text, recorded.thought, action)
+    screen = ScreenSize(step.observation.width, step.observation.height)
+    style = served_style(project.model_settings, version)
+    # Read back as the model's own answers are, so that its action is what its text says.
+    text = assistant_text(recorded.thought, action, screen, style)
+    read = parse_response(text, screen, style, project.platform)
+    return read if read.action is not None else None
 
 
 def _gold_steps(honeypot: Honeypot) -> dict[int, GoldStep]:

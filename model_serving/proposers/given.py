@@ -3,14 +3,18 @@
 A honeypot run (``annotation.quality.honeypots``) shows at a gold step what the gold episode was
 shown there. The model is asked as for any step, and the given text takes the place of its
 first candidate's words as they stream: as many characters of the given text for each piece
-the model writes, the rest when the model ends. So the answer comes at the model's pace and
-carries the model's name, version, sampling, token counts and latency, and the step fails when
-the model fails. The model's own candidates follow the given one, as many as were asked for in
-all. No database here: this runs in the proposal job's event loop.
+the model writes. The given text's last characters are held back until the model ends, and
+what is left then streams on at the pace the model kept, in pieces of its size; the answer's
+latency counts that time. So the answer comes at a model's pace, carries the model's name,
+version and sampling, and the step fails when the model fails. The model's own candidates
+follow the given one, as many as were asked for in all, and the completion's token count is
+the model's, scaled to the characters shown. No database here: this runs in the proposal
+job's event loop.
 """
 
+import asyncio
 import dataclasses
-from dataclasses import dataclass
+import time
 
 from model_serving.proposers.base import (
     Candidate,
@@ -19,39 +23,57 @@ from model_serving.proposers.base import (
     ProposalResult,
     Proposer,
 )
-from vm_pool.actions import Action
 
-
-@dataclass(frozen=True)
-class GivenAnswer:
-    """The text shown first, as the model writes it, with its thought and action."""
-
-    raw_text: str
-    thought: str
-    action: Action
+HELD_BACK_CHARS = 8  # the given text's end waits for the model's
 
 
 async def given_first(
-    proposer: Proposer, request: ProposalRequest, given: GivenAnswer, on_text: OnText | None
+    proposer: Proposer, request: ProposalRequest, given: Candidate, on_text: OnText | None
 ) -> ProposalResult:
     """``proposer``'s answer to ``request`` with ``given`` in the place of its first candidate
     (the module's rule)."""
+    text = given.raw_text
     written = 0  # characters of the given text sent so far
+    pieces, model_chars = 0, 0  # the model's pieces of its first candidate, and their size
+    started = time.monotonic()
+
+    async def send(candidate: int, delta: str) -> None:
+        if on_text is not None and delta:
+            await on_text(candidate, delta)
 
     async def paced(candidate: int, delta: str) -> None:
-        nonlocal written
-        if on_text is None:
-            return
-        if candidate == 0 and written < len(given.raw_text):
-            piece = given.raw_text[written : written + len(delta)]
+        nonlocal written, pieces, model_chars
+        if candidate == 0:
+            pieces, model_chars = pieces + 1, model_chars + len(delta)
+            piece = text[written : min(written + len(delta), len(text) - HELD_BACK_CHARS)]
             written += len(piece)
-            await on_text(0, piece)
+            await send(0, piece)
         if candidate + 1 < request.candidates:  # the model's own come after the given one
-            await on_text(candidate + 1, delta)
+            await send(candidate + 1, delta)
 
     result = await proposer.propose(request, paced)
-    if on_text is not None and written < len(given.raw_text):
-        await on_text(0, given.raw_text[written:])
-    first = Candidate(given.raw_text, given.thought, given.action)
-    candidates = (first, *result.candidates)[: max(1, request.candidates)]
-    return dataclasses.replace(result, candidates=candidates)
+    # What is left of the given text streams on as the model streamed: its piece size, its pace.
+    elapsed = time.monotonic() - started
+    size = max(1, round(model_chars / pieces)) if pieces else HELD_BACK_CHARS
+    interval = elapsed / pieces if pieces else 0.0
+    while written < len(text):
+        await asyncio.sleep(interval)
+        await send(0, text[written : written + size])
+        written += size
+    shown = (given, *result.candidates)[: max(1, request.candidates)]
+    return dataclasses.replace(
+        result,
+        candidates=shown,
+        completion_tokens=_scaled(result.completion_tokens, result.candidates, shown),
+        latency_ms=result.latency_ms + round((time.monotonic() - started - elapsed) * 1000),
+    )
+
+
+def _scaled(
+    tokens: int | None, written: tuple[Candidate, ...], shown: tuple[Candidate, ...]
+) -> int | None:
+    """The model's completion tokens for what it wrote, scaled to the characters shown."""
+    wrote = sum(len(c.raw_text) for c in written)
+    if tokens is None or wrote == 0:
+        return tokens
+    return max(1, round(tokens * sum(len(c.raw_text) for c in shown) / wrote))

@@ -381,7 +381,7 @@ def test_three_annotators_honeypots_and_overlap_end_to_end(host, make_user, proj
         gold_read = [item for e in ann.read if e in runs for item in ann.read[e]]
         plain_read = [item for e in ann.read if e not in runs for item in ann.read[e]]
         # Everything read of a honeypot was read of ordinary tasks too (the converse need
-        # not hold: ann corrected ordinary steps, and saw tasks queued again for overlap).
+        # not hold: ann corrected ordinary steps).
         gold_shapes, plain_shapes = shapes(gold_read), shapes(plain_read)
         assert gold_shapes <= plain_shapes, sorted(gold_shapes - plain_shapes)
 

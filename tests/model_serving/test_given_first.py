@@ -1,20 +1,25 @@
 """A step whose first answer is given (``model_serving.proposers.given``), with the real OpenAI
 proposer against the fake OpenAI-compatible server: the given text streams at the model's
-pace, the result is the model's (name, sampling, tokens), the model's own candidates follow,
-and the step fails when the model fails."""
+pace and in its pieces, the result is the model's (name, sampling, tokens scaled to what is
+shown), the model's own candidates follow, and the step fails when the model fails."""
 
 import asyncio
 
 import pytest
 
-from model_serving.proposers.base import ModelUnavailable, ProposalRequest, ProposalResult
-from model_serving.proposers.given import GivenAnswer, given_first
+from model_serving.proposers.base import (
+    Candidate,
+    ModelUnavailable,
+    ProposalRequest,
+    ProposalResult,
+)
+from model_serving.proposers.given import given_first
 from model_serving.registry import get_proposer
 from tests.support.fake_model_server import DEFAULT_MODEL, Reply, serving
 from tests.support.pngs import solid_png
 from vm_pool.actions import Action, ScreenSize
 
-GIVEN = GivenAnswer(
+GIVEN = Candidate(
     "Thought: Click the logo.\nAction: click(start_box='<|box_start|>(200,150)<|box_end|>')",
     "Click the logo.",
     Action.from_json({"type": "click", "point": [200, 150]}),
@@ -56,7 +61,7 @@ def test_the_given_answer_streams_at_the_models_pace_and_the_models_own_follow_i
     assert "".join(given_pieces) == GIVEN.raw_text and len(given_pieces) > 5
     first_piece = streamed.index((0, given_pieces[0]))
     assert first_piece < max(i for i, (c, _) in enumerate(streamed) if c == 1)
-    assert all(len(piece) <= 5 for piece in given_pieces[:-1])
+    assert all(len(piece) <= 5 for piece in given_pieces)  # the model's piece size
     # The model's own first two answers come after it; its third is not shown.
     assert (text_of(streamed, 1), text_of(streamed, 2)) == OWN[:2]
     assert {c for c, _ in streamed} == {0, 1, 2}
@@ -65,19 +70,23 @@ def test_the_given_answer_streams_at_the_models_pace_and_the_models_own_follow_i
         GIVEN.thought,
         GIVEN.action,
     )
-    # The answer is the model's: its name, sampling and counts.
+    # The answer is the model's: its name, sampling and counts, its tokens (a piece each here)
+    # scaled to the characters shown.
     assert (result.model_name, result.prompt_tokens) == (DEFAULT_MODEL, 777)
     assert result.sampling["n"] == 3 and result.latency_ms > 0
+    tokens = sum(-(-len(text) // 5) for text in OWN)
+    shown = len(GIVEN.raw_text) + len(OWN[0]) + len(OWN[1])
+    assert result.completion_tokens == round(tokens * shown / sum(map(len, OWN)))
 
 
-def test_with_one_candidate_only_the_given_answer_is_shown_and_the_rest_comes_at_the_end():
+def test_what_the_model_did_not_pace_streams_on_in_its_pieces_after_it_ends():
     short = "Thought: Ok.\nAction: wait()"  # the model writes less than the given text
     with serving() as server:
         server.script(Reply.text(short, chunk_chars=4))
         result, streamed = answer(server, candidates=1)
     assert {c for c, _ in streamed} == {0}
     assert text_of(streamed, 0) == GIVEN.raw_text
-    assert streamed[-1][1] == GIVEN.raw_text[len(short) :]  # what the model did not pace
+    assert len(streamed) == -(-len(GIVEN.raw_text) // 4)  # in the model's pieces throughout
     assert [c.raw_text for c in result.candidates] == [GIVEN.raw_text]
 
 
@@ -90,8 +99,9 @@ def test_when_the_model_fails_the_step_fails_as_any_does():
         server.default = Reply.error(503, "overloaded")  # a retry is refused too
         with pytest.raises(ModelUnavailable, match="503"):
             answer(server, candidates=3, streamed=refused)
-        server.script(Reply.text(*OWN, chunk_chars=5, cut_after_chunks=3))
+        # The first chunks name each choice's role; six more carry text.
+        server.script(Reply.text(*OWN, chunk_chars=5, cut_after_chunks=3 + 6))
         with pytest.raises(ModelUnavailable):
             answer(server, candidates=3, streamed=cut)
     assert refused == []
-    assert len(text_of(cut, 0)) <= 15 and GIVEN.raw_text.startswith(text_of(cut, 0))
+    assert 0 < len(text_of(cut, 0)) <= 10 and GIVEN.raw_text.startswith(text_of(cut, 0))

@@ -293,16 +293,26 @@ class LocalProvider(DesktopProvider):
         limits = sandbox_limits.SandboxLimits(
             settings.TANDEM_SANDBOX_MAX_PROCESSES, settings.TANDEM_SANDBOX_MEMORY_MB
         )
+        home_mb = settings.TANDEM_SANDBOX_HOME_MB
+        if limits.memory_mb and home_mb >= limits.memory_mb:
+            raise DesktopError(
+                f"TANDEM_SANDBOX_HOME_MB ({home_mb}) must be below TANDEM_SANDBOX_MEMORY_MB "
+                f"({limits.memory_mb}): the files of a desktop's HOME are counted in its memory"
+            )
         home = spec.home_template or BUILTIN_HOME_TEMPLATE
-        sandbox.prepare_files(files, uid, home, settings.TANDEM_SANDBOX_HOME_MB)
-        procs = sandbox_limits.make_cgroups(spec.display, limits)
-        config = sandbox.agent_config(spec)
-        log = files.root / "agent.log"
-        info_read, info_write = os.pipe() if spec.internet else (None, None)
-        with sandbox.sandbox_command(
-            files, uid, spec.desktop_id, limits, procs, info_write
-        ) as launch:
-            process = sandbox.start_process(launch, config, log)
+        try:
+            sandbox.prepare_files(files, uid, home, home_mb)
+            procs = sandbox_limits.make_cgroups(spec.display, limits)
+            config = sandbox.agent_config(spec)
+            log = files.root / "agent.log"
+            info_read, info_write = os.pipe() if spec.internet else (None, None)
+            with sandbox.sandbox_command(
+                files, uid, spec.desktop_id, limits, procs, info_write
+            ) as launch:
+                process = sandbox.start_process(launch, config, log)
+        except BaseException:
+            self.stop(spec)  # nothing of it left behind: its cgroups, its HOME's mount
+            raise
         # Written before anything waits: a worker that dies now still leaves the group findable.
         (files.root / "agent.pid").write_text(str(process.pid))
         if info_read is not None:

@@ -121,7 +121,8 @@ def require_root() -> None:
 
 def prepare_files(files: DesktopFiles, uid: int, home_template: Path, home_mb: int = 0) -> None:
     """A fresh HOME from the template and empty socket directories, owned by the desktop. With
-    ``home_mb``, HOME is a tmpfs of that size (``release_files`` unmounts it)."""
+    ``home_mb``, HOME is a tmpfs of that size (``release_files`` unmounts it): its files are
+    counted in the desktop's memory, so it must be well below the memory limit."""
     _require_searchable(files.root.parent)
     files.root.mkdir(parents=True, exist_ok=True)
     os.chown(files.root, 0, uid)
@@ -164,8 +165,12 @@ def release_files(files: DesktopFiles) -> None:
     """Unmount a stopped desktop's HOME tmpfs (lazily: a process of the platform may still be
     reading a file of it); its contents go with it."""
     if os.path.ismount(files.home):
-        subprocess.run(["umount", "-l", str(files.home)], capture_output=True, timeout=30,
-                       check=False)  # fmt: skip
+        unmounted = subprocess.run(
+            ["umount", "-l", str(files.home)], capture_output=True, text=True, timeout=30,
+            check=False,
+        )  # fmt: skip
+        if os.path.ismount(files.home):  # its files must not be removed through the mount
+            raise DesktopError(f"cannot unmount the desktop's HOME: {unmounted.stderr.strip()}")
 
 
 def seal(files: DesktopFiles) -> None:

@@ -195,7 +195,7 @@ def test_a_task_left_reads_the_same_whether_gold_overlapped_or_ordinary(
 
 def test_a_task_given_back_does_not_come_straight_back_to_whoever_gave_it_back(project, people):
     """As a honeypot never does: a task released, or whose lease lapsed, goes to someone else
-    or comes back once its holder has been handed another."""
+    or comes back once its holder has been handed another, or when nothing else is left."""
     first, second = (
         Task.objects.create(project=project, external_id=f"t{n}", instruction="Click it",
                             priority=priority)
@@ -212,8 +212,7 @@ def test_a_task_given_back_does_not_come_straight_back_to_whoever_gave_it_back(p
     assert claim(bob, project).pk == second.pk
     released = Task.objects.get(pk=first.pk)
     queue.end_held_task(released, TaskStatus.QUEUED, TaskEvent.Kind.RELEASED, ann)
-    with pytest.raises(queue.NoTaskAvailable):  # only the task ann just gave back is left
-        claim(ann, project)
+    assert claim(ann, project).pk == first.pk  # only the task ann just gave back is left
 
 
 def test_a_task_assigned_to_the_annotator_comes_before_gold(honeypot, project, people,
@@ -242,6 +241,12 @@ def test_with_only_gold_left_no_one_gets_gold_twice_in_a_row(honeypot, project, 
     with pytest.raises(queue.NoTaskAvailable):
         claim(bob, project)
     assert Task.objects.filter(status=TaskStatus.IN_PROGRESS).count() == 0
+    # A honeypot given back, with nothing else left, comes back as an ordinary task would.
+    cal = people["cal"]
+    held = claim(cal, project)
+    queue.end_held_task(held, TaskStatus.QUEUED, TaskEvent.Kind.RELEASED, cal)
+    assert Task.objects.get(pk=held.pk).status == TaskStatus.GOLD
+    assert claim(cal, project).pk == held.pk
 
 
 def test_a_run_shows_the_recorded_answers_while_on_gold_and_is_scored(honeypot, people):
