@@ -153,6 +153,7 @@ def _blinking_step(project, ann, name: str, program: list[str]) -> Step:
     step once proposed for, after ``WATCHED_S`` more of being watched."""
     Task.objects.create(
         project=project, external_id=name, instruction="Insert a table", max_steps=5,
+        priority=Task.objects.count(),  # before the tasks given back earlier
         setup=[
             {"type": "file", "parameters": {"path": "~/blinker.py",
                                             "content": BLINKER.read_text()}},
@@ -164,6 +165,7 @@ def _blinking_step(project, ann, name: str, program: list[str]) -> Step:
         assert time.monotonic() < deadline, "no desktop came back from its reset"
         time.sleep(0.2)
     episode = episodes.start_episode(ann, Project.objects.filter(pk=project.pk))
+    assert episode.task.external_id == name
     while not Proposal.objects.filter(step__episode=episode, step__index=1).exists():
         assert time.monotonic() < deadline, Episode.objects.get(pk=episode.pk).end_reason
         time.sleep(0.2)
