@@ -31,7 +31,7 @@ from vm_pool.providers.aws import AwsProvider, exposures, user_data
 from vm_pool.providers.base import DesktopProvider
 from vm_pool.providers.registry import get_provider
 
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.services, pytest.mark.own_services]
 
 REGION = "us-east-1"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "tandem", "AWS_SECRET_ACCESS_KEY": "tandem-secret"}
@@ -314,8 +314,8 @@ def test_security_groups_that_open_the_agent_or_vnc_beyond_the_private_network_a
     # reach another's agent.
     authorize(ec2, group, 5900, IpRanges=[{"CidrIp": "10.20.0.0/16"}])
     with pytest.raises(DesktopError, match=r"lets 10.20.0.0/16 \(which holds the desktops' subnet"):
-        AwsProvider().run_instance(replace(spec, desktop_id=17))
-    assert instances_of(ec2, 17) == []
+        AwsProvider().run_instance(replace(spec, desktop_id=19))
+    assert instances_of(ec2, 19) == []
     ec2.revoke_security_group_ingress(
         GroupId=group,
         IpPermissions=[{"IpProtocol": "tcp", "FromPort": 5900, "ToPort": 5900,
