@@ -66,9 +66,7 @@ def free_display_block() -> tuple[int, int]:
 # What a process of a parallel run cannot have its own of: the suites started by ``services``
 # tests (their Redis databases and Celery brokers are fixed per file, some shared by two) and the
 # container engine (one service for the machine, started by the first test that needs it). A
-# test that asks for the engine only as it runs is marked ``SHARED`` itself. A ``services`` test
-# marked ``own_services`` starts only what is its process's own (a server on a free port, moto)
-# and times nothing: it runs beside the others, off the shared process's long queue.
+# test that asks for the engine only as it runs is marked ``SHARED`` itself.
 SHARED_FIXTURES = {"engine_url"}
 
 
@@ -78,8 +76,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     machine has one of run in one process, one after another; the rest share both."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
-        own = item.get_closest_marker("own_services")
-        if (item.get_closest_marker("services") and not own) or fixtures & SHARED_FIXTURES:
+        if item.get_closest_marker("services") or fixtures & SHARED_FIXTURES:
             item.add_marker(SHARED)
 
 

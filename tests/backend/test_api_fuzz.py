@@ -29,11 +29,7 @@ from tests.support.export_data import make_episodes
 from tests.support.live import asgi
 from tests.support.services import free_port
 
-pytestmark = [
-    pytest.mark.services,
-    pytest.mark.own_services,
-    pytest.mark.django_db(transaction=True),
-]
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 EXAMPLES = 25
 CHECKS = [not_a_server_error, response_schema_conformance]

@@ -22,11 +22,7 @@ from backend import body_limits
 from tests.support.live import asgi
 from tests.support.services import free_port
 
-pytestmark = [
-    pytest.mark.services,
-    pytest.mark.own_services,
-    pytest.mark.django_db(transaction=True),
-]
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[2]
 HUGE = 300 * 1024 * 1024

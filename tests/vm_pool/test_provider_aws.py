@@ -31,7 +31,7 @@ from vm_pool.providers.aws import AwsProvider, exposures, user_data
 from vm_pool.providers.base import DesktopProvider
 from vm_pool.providers.registry import get_provider
 
-pytestmark = [pytest.mark.services, pytest.mark.own_services]
+pytestmark = pytest.mark.services
 
 REGION = "us-east-1"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "tandem", "AWS_SECRET_ACCESS_KEY": "tandem-secret"}

@@ -8,7 +8,7 @@ from tests.support.pngs import solid_png
 from tests.support.services import BIN, free_port, port_open, running
 from vm_pool.screen.screenshots import screenshot_path, store_screenshot
 
-pytestmark = [pytest.mark.services, pytest.mark.own_services]
+pytestmark = pytest.mark.services
 
 CREDENTIALS = {"aws_access_key_id": "tandem", "aws_secret_access_key": "tandem-secret"}
 

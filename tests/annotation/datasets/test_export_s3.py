@@ -13,7 +13,7 @@ from backend.accounts.roles import Role
 from tests.support.export_data import expected, make_episodes
 from tests.vm_pool.test_storage_s3 import CREDENTIALS, s3_endpoint, s3_storage  # noqa: F401  (fixtures)
 
-pytestmark = [pytest.mark.services, pytest.mark.own_services, pytest.mark.django_db]
+pytestmark = [pytest.mark.services, pytest.mark.django_db]
 
 
 def test_an_export_is_published_to_the_bucket_and_pulled_by_presigned_url(
