@@ -35,16 +35,18 @@ async def given_first(
     text = given.raw_text
     written = 0  # characters of the given text sent so far
     pieces, model_chars = 0, 0  # the model's pieces of its first candidate, and their size
-    started = time.monotonic()
+    first_at = last_at = started = time.monotonic()  # when its first and last pieces came
 
     async def send(candidate: int, delta: str) -> None:
         if on_text is not None and delta:
             await on_text(candidate, delta)
 
     async def paced(candidate: int, delta: str) -> None:
-        nonlocal written, pieces, model_chars
+        nonlocal written, pieces, model_chars, first_at, last_at
         if candidate == 0:
             pieces, model_chars = pieces + 1, model_chars + len(delta)
+            last_at = time.monotonic()
+            first_at = last_at if pieces == 1 else first_at
             piece = text[written : min(written + len(delta), len(text) - HELD_BACK_CHARS)]
             written += len(piece)
             await send(0, piece)
@@ -55,7 +57,7 @@ async def given_first(
     # What is left of the given text streams on as the model streamed: its piece size, its pace.
     elapsed = time.monotonic() - started
     size = max(1, round(model_chars / pieces)) if pieces else HELD_BACK_CHARS
-    interval = elapsed / pieces if pieces else 0.0
+    interval = (last_at - first_at) / (pieces - 1) if pieces > 1 else 0.0
     while written < len(text):
         await asyncio.sleep(interval)
         await send(0, text[written : written + size])
