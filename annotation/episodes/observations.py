@@ -36,7 +36,7 @@ from vm_pool.actions import meant_to_change_screen
 from vm_pool.desktop import Observation
 from vm_pool.models import Screenshot
 from vm_pool.sandbox import activity as activity_rules
-from vm_pool.sandbox.activity import DesktopActivity
+from vm_pool.sandbox.activity import DesktopActivity, activity_of
 from vm_pool.screen import watch as screen_watch
 from vm_pool.screen.capture import frame_of_png
 from vm_pool.screen.compare import same_screen
@@ -236,7 +236,7 @@ def settled_quietly(
     period counts from the settled frame, and lasts until ``reaction_ms`` after the call at
     least. What ended the wait comes with the screen (``QuietScreen``)."""
     reaction_ms = quiet_ms if reaction_ms is None else max(quiet_ms, reaction_ms)
-    activity = _activity(control) if until_idle else None
+    activity = activity_of(control) if until_idle else None
     if activity is not None:
         activity.start()
     called = started = time.monotonic()
@@ -302,9 +302,3 @@ def _idle_before_a_drawing(
     except DamageLost:  # a look at the screen answers then
         pass
     return False
-
-
-def _activity(control: Any) -> DesktopActivity | None:
-    """The desktop's activity, where its control has it (``vm_pool.sandbox.activity``)."""
-    activity = getattr(control, "activity", None)
-    return activity() if activity is not None else None

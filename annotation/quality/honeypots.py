@@ -58,6 +58,7 @@ from annotation.quality.gold import BadGold, GoldNotAllowed
 from annotation.quality.rules import is_right
 from backend.accounts.models import User
 from model_serving.proposers.base import Candidate
+from model_serving.proposers.baseline import Proposal as BaselineAnswer
 from model_serving.registry import proposer_name
 from model_serving.uitars import assistant_text, parse_response
 from model_serving.versions import served_style
@@ -182,8 +183,8 @@ def _answer_for(step: Step) -> Candidate | None:
     action = Action.from_json(recorded.action)
     project, version = honeypot.task.project, run.episode.served_version
     if version is None and proposer_name(project.model_settings) == "baseline":
-        text = f"Thought: {recorded.thought}\nAction: {action.to_text()}"  # screen pixels
-        return Candidate(text, recorded.thought, action)
+        written = BaselineAnswer(recorded.thought, action)  # in screen pixels, as it writes
+        return Candidate(written.raw_text, written.thought, written.action)
     screen = ScreenSize(step.observation.width, step.observation.height)
     style = served_style(project.model_settings, version)
     # Read back as the model's own answers are, so that its action is what its text says.

@@ -26,6 +26,7 @@ from vm_pool import pool
 from vm_pool.actions import Action, ActionType, Point, ScreenSize
 from vm_pool.desktop import DesktopError
 from vm_pool.models import Desktop, DesktopStatus, DesktopTemplate
+from vm_pool.sandbox.activity import wait_until_idle
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -63,9 +64,14 @@ def test_a_container_desktop_is_driven_and_observed_like_a_local_one(template):
     assert pointer(control) == (300, 200)
     whoami = control.run(["sh", "-c", "id -un; echo $HOME; pwd"], timeout=10)
     assert whoami.output.split() == ["user", "/home/user", "/home/user"]
-    # A container's processes are not accounted where the platform can read them: a run
-    # without a person waits for a reaction on it by time alone (``vm_pool.sandbox.activity``).
-    assert control.activity() is None
+    # The container's processes are accounted in its own cgroup (``vm_pool.sandbox.activity``):
+    # idle at rest, busy while a program of it works (two seconds of CPU).
+    activity = control.activity()
+    assert activity is not None and wait_until_idle(activity, 5) is not None
+    busy = "import time\nend = time.process_time() + 2\nwhile time.process_time() < end: pass"
+    control.launch(["python3", "-c", busy])
+    assert wait_until_idle(activity, 1) is None
+    assert wait_until_idle(activity, 10) is not None  # once it is done
 
 
 MANIFEST = """<?xml version="1.0" encoding="UTF-8"?>

@@ -9,6 +9,14 @@ The evaluator is read as OSWorld reads it:
   the desktop or the task's files (``vm_pool.evaluation.getters``);
 - ``options``: the metrics' keyword arguments.
 
+Before the getters read the desktop, its programs have finished what the episode and the
+postconfig started: where the desktop's work is accounted (``vm_pool.sandbox.activity``: a local
+or container desktop), the evaluator waits until it is idle, up to ``IDLE_WAIT_S``. OSWorld reads
+right after the postconfig's own ``sleep``, which its tasks size for an idle machine: a document
+saved with ctrl+s a moment before is read as it was before the save when the save is late (a
+loaded host, a disk busy with other desktops). A desktop still at work after the limit is read
+as it is, and the postconfig's log says so.
+
 ``infeasible`` scores 1 only when the episode ended by giving up (``call_user``, which the
 UI-TARS agent in OSWorld maps to FAIL); any other task scores 0 when it did.
 
@@ -33,6 +41,7 @@ from vm_pool.desktop import DesktopControl, DesktopError
 from vm_pool.evaluation import jail
 from vm_pool.evaluation.getters import GETTERS, Gathered, GetterError, Reading, failed
 from vm_pool.evaluation.metrics import METRICS
+from vm_pool.sandbox.activity import activity_of, wait_until_idle
 from vm_pool.setup.base import SetupFailed, SetupRun
 from vm_pool.setup.runner import run_steps
 
@@ -40,6 +49,8 @@ INFEASIBLE = "infeasible"
 FILE_GETTERS = ("vm_file", "cloud_file", "cache_file")
 # Getters whose file a reader takes out of a document on the desktop: named by that document.
 PART_GETTERS = {"audio_in_slide": "ppt_file_path", "background_image_in_slide": "ppt_file_path"}
+# The longest wait for the desktop's programs to finish before it is read (see the module).
+IDLE_WAIT_S = 10.0
 
 
 class EvaluationFailed(RuntimeError):
@@ -124,6 +135,7 @@ def evaluate(
         return Score(0.0, "infeasible task not identified as infeasible", postconfig_log=run.log)
     if gave_up:
         return Score(0.0, "the episode gave up (call_user)", postconfig_log=run.log)
+    _until_idle(control, run)
     with tempfile.TemporaryDirectory(prefix="tandem-evaluation-") as folder:
         reading = Reading(control, Path(folder), fetch_url, run.outputs)
         request = gather(reading, evaluator, names)
@@ -131,6 +143,13 @@ def evaluate(
     score = as_score(verdict)
     score.postconfig_log = run.log
     return score
+
+
+def _until_idle(control: DesktopControl, run: SetupRun) -> None:
+    """Wait until the desktop's programs are idle, where their work is seen (see the module)."""
+    activity = activity_of(control)
+    if activity is not None and wait_until_idle(activity, IDLE_WAIT_S) is None:
+        run.log.append(f"the desktop was still at work after {IDLE_WAIT_S:g}s: read as it was")
 
 
 def as_score(verdict: dict[str, Any]) -> Score:

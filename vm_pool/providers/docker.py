@@ -16,7 +16,10 @@ with the engine in bubblewrap's place:
   a file the agent deletes once read; the agent's code is the platform's own, bind-mounted
   read-only, so platform and desktop never disagree on the action space;
 - memory, processes (pids) and open files are limited by the engine, and the process limit
-  per uid is exact because the uid is the desktop's alone.
+  per uid is exact because the uid is the desktop's alone;
+- the work of its processes is read from the container's cgroup of the unified hierarchy
+  (``vm_pool.sandbox.activity``), where the engine is this host's: the cgroup its first process
+  is in, taken only where that names the container.
 
 A reset removes the container and creates a new one from the image with a fresh HOME (from
 the template's ``home_template`` when it names one) and a new agent key. Every container
@@ -44,6 +47,8 @@ from vm_pool.desktop import DesktopError, DesktopSpec, Endpoint, Health
 from vm_pool.providers.base import DesktopProvider
 from vm_pool.providers.local import BUILTIN_HOME_TEMPLATE, LocalControl, desktop_files
 from vm_pool.sandbox import bubblewrap as sandbox
+from vm_pool.sandbox import limits as sandbox_limits
+from vm_pool.sandbox.activity import DesktopActivity
 
 LABEL_DESKTOP = "tandem.desktop"
 LABEL_HOST = "tandem.host"
@@ -279,4 +284,24 @@ class DockerProvider(DesktopProvider):
                     client.api.remove_container(container_id, force=True, v=True)
 
     def control(self, spec: DesktopSpec, endpoint: Endpoint) -> LocalControl:
-        return LocalControl(spec, endpoint)
+        return LocalControl(spec, endpoint, DesktopActivity.of(self._accounting_cgroup(spec)))
+
+    def _accounting_cgroup(self, spec: DesktopSpec) -> Path | None:
+        """The container's cgroup of the unified hierarchy, from its first process's
+        ``/proc/<pid>/cgroup``; None where there is none, or where that path does not name the
+        container (an engine on another host or in another pid namespace: the pid is not ours
+        to read)."""
+        root = sandbox_limits.accounting_root()
+        if root is None or not spec.instance_id:
+            return None
+        try:
+            with _engine_errors():
+                state = self._client().api.inspect_container(spec.instance_id)["State"]
+            lines = Path(f"/proc/{int(state['Pid'])}/cgroup").read_text().splitlines()
+        except (DesktopError, OSError, KeyError, TypeError, ValueError):
+            return None
+        for line in lines:
+            if line.startswith("0::") and spec.instance_id in line:
+                directory = root / line.removeprefix("0::").lstrip("/")
+                return directory if directory.is_dir() else None
+        return None

@@ -17,15 +17,20 @@ that started first (it starts before anything else of the desktop, so a later pr
 names itself so is never taken for it: at worst such a program hides its own work, and its own
 desktop's wait ends early).
 
+A container desktop's processes are accounted in the container's own cgroup, which the engine
+makes in the unified hierarchy too (``vm_pool.providers.docker``); a local desktop's is made by
+the sandbox (``vm_pool.sandbox.limits``).
+
 What is not seen: a reaction after a pause of the program's own making (a timer, an answer over
 the network) is preceded by a program asleep. Such a reaction is seen by the next observation,
 not by this one. Where the hierarchy or its pressure files are missing (cgroup v1 alone, a
-kernel without pressure accounting, a container's or a cloud desktop), there is no activity to
-read and the wait is bounded by time alone.
+kernel without pressure accounting, a container engine on another host, a cloud desktop), there
+is no activity to read and the wait is bounded by time alone.
 """
 
 import time
 from pathlib import Path
+from typing import Any
 
 SAMPLE_MS = 25.0  # how often the counters are read while waiting
 # This long with no sample above BUSY_US: the desktop is idle. ``tests/bench/reaction.py``
@@ -115,6 +120,24 @@ class DesktopActivity:
             if first is None or started < first[0]:
                 first = (started, Path(f"/proc/{pid}/schedstat"))
         return first[1] if first else None
+
+
+def activity_of(control: Any) -> DesktopActivity | None:
+    """The desktop's activity, where its control has it (a local or container desktop's)."""
+    activity = getattr(control, "activity", None)
+    return activity() if activity is not None else None
+
+
+def wait_until_idle(activity: DesktopActivity, limit_s: float) -> float | None:
+    """Sample ``activity`` from now until the desktop is idle: the seconds that took, or None
+    when it was still at work after ``limit_s``."""
+    activity.start()
+    started = time.monotonic()
+    while not activity.idle():
+        if time.monotonic() - started >= limit_s:
+            return None
+        time.sleep(SAMPLE_MS / 1000)
+    return time.monotonic() - started
 
 
 def _field(path: Path, name: str) -> int:

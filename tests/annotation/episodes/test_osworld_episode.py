@@ -138,6 +138,43 @@ def test_the_published_os_task_sets_up_with_sudo_and_its_evaluator_reads_the_des
     assert evaluate(control, task["evaluator"], True, no_fetch).value == 0.0
 
 
+def test_a_save_still_under_way_after_the_postconfig_is_waited_for_before_the_desktop_is_read(
+    loop_settings,
+):
+    """The published Calc task saves with ctrl+s and reads the file half a second later; on a
+    loaded host the save comes later than that. A program still at work when the postconfig
+    is over (here: working 1.5 s of CPU, then writing its file) is waited for, from the
+    container's own cgroup, and the file is read once written."""
+    from vm_pool.evaluation.evaluator import evaluate
+
+    template = DesktopTemplate.objects.create(
+        name="late", provider="docker", width=1024, height=768, min_ready=0
+    )
+    desktop = pool.start_desktop(pool.create_desktop(template, loop_settings.TANDEM_HOST).pk)
+    control = pool.control_for(desktop)
+    writer = (
+        "import pathlib, time\n"
+        "end = time.process_time() + 1.5\n"
+        "while time.process_time() < end: pass\n"
+        "pathlib.Path.home().joinpath('late.txt').write_text('saved')\n"
+    )
+    evaluator = {
+        "postconfig": [
+            {
+                "type": "launch",
+                "parameters": {"command": ["python3", "-c", writer], "window_timeout": 0},
+            },
+            {"type": "sleep", "parameters": {"seconds": 0.5}},
+        ],
+        "func": "exact_match",
+        "result": {"type": "vm_command_line", "command": "cat ~/late.txt", "shell": True},
+        "expected": {"type": "rule", "rules": {"expected": "saved"}},
+    }
+    no_fetch = lambda url: b""  # noqa: E731 - the task has no files
+    score = evaluate(control, evaluator, False, no_fetch)
+    assert (score.value, score.postconfig_log) == (1.0, []), score.as_json()
+
+
 def test_the_published_chrome_task_restarts_the_browser_and_reads_its_settings(loop_settings):
     """OSWorld's Chrome task "make Bing the search engine": the setup starts google-chrome with
     its debugging port forwarded by socat; the evaluator's postconfig starts the browser again
@@ -159,7 +196,13 @@ def test_the_published_chrome_task_restarts_the_browser_and_reads_its_settings(l
     control = pool.control_for(desktop)
     assert run_setup(control, task["config"]) == []
     no_fetch = lambda url: b""  # noqa: E731 - the task has no files
-    assert open_tabs_info(Reading(control, Path("/nonexistent"), no_fetch), {})["value"]  # socat
+    # socat forwards the published port to the browser's: its tabs are listed there (the browser
+    # registers its first tab a moment after drawing its window, later on a loaded machine).
+    reading = Reading(control, Path("/nonexistent"), no_fetch)
+    deadline = time.monotonic() + 20
+    while not open_tabs_info(reading, {})["value"]:
+        assert time.monotonic() < deadline, "no tab listed through socat's port in 20 s"
+        time.sleep(0.5)
 
     assert evaluate(control, task["evaluator"], False, no_fetch).value == 0.0  # still Google
 
