@@ -17,7 +17,13 @@ from docker.models.containers import _create_container_args
 from vm_pool.actions import ScreenSize
 from vm_pool.desktop import DesktopError, DesktopSpec, Endpoint
 from vm_pool.providers.base import DesktopProvider
-from vm_pool.providers.docker import DockerProvider, container_spec, group_of, passwd_of
+from vm_pool.providers.docker import (
+    DockerProvider,
+    container_spec,
+    group_of,
+    home_tmpfs,
+    passwd_of,
+)
 from vm_pool.providers.local import LocalControl
 from vm_pool.providers.registry import get_provider
 from vm_pool.sandbox import bubblewrap
@@ -33,10 +39,12 @@ SPEC = DesktopSpec(
 )
 
 
-def create_request(spec: DesktopSpec, root: Path) -> tuple[str, dict]:
-    """The container name and the JSON body the SDK would send to create this desktop."""
+def create_request(spec: DesktopSpec, root: Path, home: str | None = None) -> tuple[str, dict]:
+    """The container name and the JSON body the SDK would send to create this desktop (with
+    HOME's tmpfs options, or HOME on the host's disk)."""
     files = bubblewrap.DesktopFiles(root / f"desktop-{spec.desktop_id}")
-    args = _create_container_args({**container_spec(spec, files, UID), "version": API_VERSION})
+    spec_args = container_spec(spec, files, UID, home)
+    args = _create_container_args({**spec_args, "version": API_VERSION})
     name = args.pop("name")
     return name, docker.APIClient(version=API_VERSION).create_container_config(**args)
 
@@ -93,6 +101,27 @@ def test_it_sees_only_its_home_its_sockets_and_the_agent_code_read_only(request_
     }
     assert body["HostConfig"]["ReadonlyRootfs"] is True
     assert set(body["HostConfig"]["Tmpfs"]) == {"/tmp", "/var/tmp"}
+
+
+def test_a_home_of_its_own_size_is_a_tmpfs_filled_from_the_template_read_only(tmp_path):
+    """HOME as the engine's tmpfs, owned by the desktop's uid as each engine says it; the
+    prepared HOME is beside it, read-only, for the agent to copy in."""
+    assert home_tmpfs(256, UID, podman=True) == "size=256m,mode=0700,nosuid,nodev,notmpcopyup,U"
+    docker_options = home_tmpfs(256, UID, podman=False)
+    assert docker_options == f"size=256m,mode=0700,nosuid,nodev,uid={UID},gid={UID}"
+    _, body = create_request(SPEC, tmp_path, docker_options)
+    mounts = {m["Target"]: (m["Source"], m["ReadOnly"]) for m in body["HostConfig"]["Mounts"]}
+    assert "/home/user" not in mounts
+    assert mounts["/opt/tandem-home"] == (str(tmp_path / "desktop-42" / "home"), True)
+    assert body["HostConfig"]["Tmpfs"]["/home/user"] == docker_options
+    config = json.loads(bubblewrap.agent_config(SPEC, "/opt/tandem-home"))
+    assert (config["home"], config["home_template"]) == ("/home/user", "/opt/tandem-home")
+
+
+def test_a_home_as_large_as_the_memory_limit_is_refused_clearly(settings):
+    settings.TANDEM_DOCKER_MEMORY, settings.TANDEM_SANDBOX_HOME_MB = "2g", 2048
+    with pytest.raises(DesktopError, match="must be below TANDEM_DOCKER_MEMORY"):
+        DockerProvider().start(SPEC)
 
 
 def test_containers_are_named_and_labelled_after_their_desktop_and_host(settings, tmp_path):

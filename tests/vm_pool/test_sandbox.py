@@ -175,7 +175,8 @@ def test_a_desktop_program_reaches_nothing_of_the_platform_the_host_or_another_d
     assert not (b_files / "home" / "from-a.txt").exists()
     assert not (Path(settings.BASE_DIR) / "tandem-probe").exists()
     assert not Path("/etc/tandem-probe").exists()
-    assert (desktop_dir(a.pk) / "home" / "mine.txt").read_text() == "probe"
+    assert control_b.read_file("from-a.txt") is None
+    assert control_a.read_file("mine.txt") == b"probe"
 
 
 def test_desktop_programs_run_as_the_desktops_own_user_with_an_environment_from_nothing(
@@ -270,18 +271,22 @@ def test_a_fork_bomb_a_memory_hog_and_a_disk_filler_stay_inside_their_desktop(se
     assert control_b.observe(settle=False).png.startswith(b"\x89PNG")
     assert subprocess.run(["true"], check=False).returncode == 0  # the host still forks
 
-    if a.provider == "local":  # a container's HOME is a folder of the host's (see README)
-        filler = control_a.run(["python3", "-c", DISK_FILLER], timeout=120)
-        # 8 GiB asked for: HOME, a tmpfs of its own, is full at its size.
-        stopped, size = filler.output.strip().splitlines()
-        assert stopped.endswith("No space left on device"), filler.output
-        assert int(stopped.split()[2]) < settings.TANDEM_SANDBOX_HOME_MB
-        assert int(size) == settings.TANDEM_SANDBOX_HOME_MB * 1024 * 1024
-        home, root = desktop_dir(a.pk) / "home", desktop_dir(a.pk)
+    filler = control_a.run(["python3", "-c", DISK_FILLER], timeout=120)
+    # 8 GiB asked for: HOME, a tmpfs of its own, is full at its size.
+    stopped, size = filler.output.strip().splitlines()
+    assert stopped.endswith("No space left on device"), filler.output
+    assert int(stopped.split()[2]) < settings.TANDEM_SANDBOX_HOME_MB
+    assert int(size) == settings.TANDEM_SANDBOX_HOME_MB * 1024 * 1024
+    assert provider.health(pool.spec_for(a)).ok
+    home, root = desktop_dir(a.pk) / "home", desktop_dir(a.pk)
+    if a.provider == "local":  # the platform mounts it on the host
         assert os.stat(home).st_dev != os.stat(root).st_dev  # not the host's disk
-        assert provider.health(pool.spec_for(a)).ok
         pool.stop_desktop(a.pk)
         assert os.stat(home).st_dev == os.stat(root).st_dev  # unmounted with the desktop
+    else:  # the engine's own tmpfs; the host's folder is the template it was filled from
+        assert os.stat(home).st_dev == os.stat(root).st_dev  # nothing mounted by the platform
+        listed = control_a.run(["ls", "-A", "/home/user"], timeout=10).output.split()
+        assert {".config", "Desktop", "Documents"} <= set(listed)  # the template, copied in
 
 
 def test_a_desktop_allowed_the_internet_still_reaches_no_private_or_host_address(settings):

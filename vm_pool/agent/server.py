@@ -23,6 +23,7 @@ capture stack for ``/observe``, on first use), so the system's ``python3`` runs 
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -67,6 +68,7 @@ class AgentConfig:
     autostart: list[list[str]]
     window_manager: list[str]
     user: str = "user"
+    home_template: str = ""  # copied into HOME before anything starts (a container's tmpfs)
 
     def __post_init__(self) -> None:
         if len(self.agent_key) < MIN_KEY_CHARS:
@@ -376,6 +378,8 @@ def main(argv: list[str] | None = None) -> None:
     config = AgentConfig.load(args.config)
     if args.remove_config and args.config != "-":
         Path(args.config).unlink()
+    if config.home_template:  # HOME is empty (a container's tmpfs): its files come first
+        shutil.copytree(config.home_template, config.home, symlinks=True, dirs_exist_ok=True)
     desktop = Desktop(config)
     server = serve(config.listen, make_handler(desktop))
 

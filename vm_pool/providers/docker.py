@@ -7,6 +7,11 @@ with the engine in bubblewrap's place:
 - it runs as the desktop's own host uid (``TANDEM_SANDBOX_UID_BASE`` + its display), seen inside
   as ``user`` with HOME ``/home/user``; its root file system is the image, read-only; it writes
   only to HOME and a private ``/tmp``; every capability is dropped, no new privileges;
+- its HOME is the engine's tmpfs of ``TANDEM_SANDBOX_HOME_MB`` (counted in the container's
+  memory, so it must stay below ``TANDEM_DOCKER_MEMORY``): a program that fills it fills
+  nothing of the host's disk. The HOME prepared from the template is mounted read-only beside
+  it and the agent copies it in before anything starts. With ``TANDEM_SANDBOX_HOME_MB=0``, HOME
+  is the prepared folder itself, on the host's disk;
 - it has **no network** (``network_mode=none``): not the platform's services, not the host, not
   the other desktops. Its agent and view-only VNC server are unix sockets in the desktop's run
   directory on this host, bind-mounted in, and its X socket is linked as this host's
@@ -41,6 +46,7 @@ import requests
 from django.conf import settings
 from docker.errors import DockerException, ImageNotFound, NotFound
 from docker.types import Mount, Ulimit
+from docker.utils import parse_bytes
 
 from vm_pool.agent_client import AgentClient
 from vm_pool.desktop import DesktopError, DesktopSpec, Endpoint, Health
@@ -58,6 +64,7 @@ PIDS_LIMIT = 1024
 OPEN_FILES = 8192  # at or below the host's hard limit: the engine cannot raise it here
 ENGINE_TIMEOUT = 30  # seconds, for one call to the engine's API
 INSIDE_AGENT = "/opt/tandem-agent"  # the platform's agent code, read-only
+INSIDE_HOME_TEMPLATE = "/opt/tandem-home"  # the prepared HOME, read-only: copied into the tmpfs
 CONFIG_NAME = "agent.json"
 BUILD_HINT = "build it with: make desktop-image"
 
@@ -87,13 +94,32 @@ def group_of(uid: int) -> str:
     )
 
 
-def container_spec(spec: DesktopSpec, files: sandbox.DesktopFiles, uid: int) -> dict[str, Any]:
-    """The keyword arguments of ``containers.create`` for a desktop. No secret is among them."""
+def home_tmpfs(size_mb: int, uid: int, podman: bool) -> str:
+    """The options of HOME's tmpfs, empty and owned by the desktop's uid: podman chowns it to
+    the container's user with ``U`` (it refuses ``uid=``) and would copy the image's
+    ``/home/user`` into it, owned by another uid, without ``notmpcopyup``; Docker hands
+    ``uid=``/``gid=`` to the kernel, copies nothing, and knows neither option."""
+    owner = "notmpcopyup,U" if podman else f"uid={uid},gid={uid}"
+    return f"size={size_mb}m,mode=0700,nosuid,nodev,{owner}"
+
+
+def container_spec(
+    spec: DesktopSpec, files: sandbox.DesktopFiles, uid: int, home: str | None = None
+) -> dict[str, Any]:
+    """The keyword arguments of ``containers.create`` for a desktop; ``home``: the options of
+    HOME's tmpfs (``home_tmpfs``), None for HOME on the host's disk. No secret is among them."""
     memory = settings.TANDEM_DOCKER_MEMORY
     code = sandbox.agent_code(files.root.parent)
 
     def bind(source: Path, target: str, read_only: bool = False) -> Mount:
         return Mount(target, str(source), type="bind", read_only=read_only)
+
+    tmpfs = {"/tmp": "size=1g,mode=1777", "/var/tmp": "size=256m,mode=1777"}
+    if home is None:
+        home_mount = bind(files.home, sandbox.INSIDE_HOME)
+    else:
+        home_mount = bind(files.home, INSIDE_HOME_TEMPLATE, read_only=True)
+        tmpfs[sandbox.INSIDE_HOME] = home
 
     return {
         "image": spec.image or settings.TANDEM_DESKTOP_IMAGE,
@@ -121,7 +147,7 @@ def container_spec(spec: DesktopSpec, files: sandbox.DesktopFiles, uid: int) -> 
         "labels": {LABEL_DESKTOP: str(spec.desktop_id), LABEL_HOST: settings.TANDEM_HOST},
         "network_mode": "none",
         "mounts": [
-            bind(files.home, sandbox.INSIDE_HOME),
+            home_mount,
             bind(files.run, sandbox.INSIDE_RUN),
             bind(files.x11, "/tmp/.X11-unix"),
             bind(code, INSIDE_AGENT, read_only=True),
@@ -129,7 +155,7 @@ def container_spec(spec: DesktopSpec, files: sandbox.DesktopFiles, uid: int) -> 
             bind(files.root / "group", "/etc/group", read_only=True),
         ],
         "read_only": True,
-        "tmpfs": {"/tmp": "size=1g,mode=1777", "/var/tmp": "size=256m,mode=1777"},
+        "tmpfs": tmpfs,
         "mem_limit": memory,
         "memswap_limit": memory,  # no swap beyond the memory limit
         "nano_cpus": int(settings.TANDEM_DOCKER_CPUS * 1_000_000_000),
@@ -177,6 +203,7 @@ class DockerProvider(DesktopProvider):
 
     def __init__(self) -> None:
         self._docker: docker.DockerClient | None = None
+        self._podman: bool | None = None
 
     def _client(self) -> docker.DockerClient:
         if self._docker is None:
@@ -202,18 +229,26 @@ class DockerProvider(DesktopProvider):
                 "container desktops have no network; this template asks for the internet "
                 "(use the local provider for it)"
             )
+        memory = settings.TANDEM_DOCKER_MEMORY
+        if parse_bytes(memory) <= settings.TANDEM_SANDBOX_HOME_MB * 1024 * 1024:
+            raise DesktopError(
+                f"TANDEM_SANDBOX_HOME_MB ({settings.TANDEM_SANDBOX_HOME_MB}) must be below "
+                f"TANDEM_DOCKER_MEMORY ({memory}): the files of a desktop's HOME are counted in "
+                "its memory"
+            )
         sandbox.require_root()
         client = self._client()
         self._remove(client, spec)  # a container of this desktop left by a worker that died
         files = desktop_files(spec.desktop_id)
         uid = sandbox.desktop_uid(settings.TANDEM_SANDBOX_UID_BASE, spec.display)
+        home = self._home_tmpfs(client, uid)
         sandbox.prepare_files(files, uid, spec.home_template or BUILTIN_HOME_TEMPLATE)
         _write_private(files.root / "passwd", passwd_of(uid), 0, 0o644)
         _write_private(files.root / "group", group_of(uid), 0, 0o644)
-        config = sandbox.agent_config(spec)
+        config = sandbox.agent_config(spec, INSIDE_HOME_TEMPLATE if home else "")
         _write_private(files.run / CONFIG_NAME, config, uid, 0o600)
         with _engine_errors():
-            container = client.containers.create(**container_spec(spec, files, uid))
+            container = client.containers.create(**container_spec(spec, files, uid, home))
         try:
             with _engine_errors():
                 container.start()
@@ -226,6 +261,17 @@ class DockerProvider(DesktopProvider):
         sandbox.seal(files)
         sandbox.link_display(files, spec.display)
         return endpoint
+
+    def _home_tmpfs(self, client: docker.DockerClient, uid: int) -> str | None:
+        """HOME's tmpfs options (``home_tmpfs``) for this engine; None with a HOME size of 0."""
+        size_mb = settings.TANDEM_SANDBOX_HOME_MB
+        if not size_mb:
+            return None
+        if self._podman is None:
+            with _engine_errors():
+                components = client.version().get("Components") or []
+            self._podman = any(c.get("Name") == "Podman Engine" for c in components)
+        return home_tmpfs(size_mb, uid, self._podman)
 
     def _wait_until_ready(self, container: Any, spec: DesktopSpec, endpoint: Endpoint) -> None:
         timeout = settings.TANDEM_DOCKER_START_TIMEOUT

@@ -339,8 +339,9 @@ def sandbox_command(
                 os.close(fd)
 
 
-def agent_config(spec: DesktopSpec) -> str:
-    """The agent's config, as JSON; paths are the sandbox's own (a container's too)."""
+def agent_config(spec: DesktopSpec, home_template: str = "") -> str:
+    """The agent's config, as JSON; paths are the sandbox's own (a container's too);
+    ``home_template``: a read-only folder the agent copies into an empty HOME first."""
     return json.dumps(
         {
             "display": INSIDE_DISPLAY,
@@ -356,6 +357,7 @@ def agent_config(spec: DesktopSpec) -> str:
                 "openbox", "--config-file", f"{INSIDE_HOME}/.config/openbox/rc.xml",
             ],
             "user": INSIDE_USER,
+            "home_template": home_template,
         }
     )  # fmt: skip
 
