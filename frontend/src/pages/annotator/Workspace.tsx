@@ -13,7 +13,7 @@ import { CorrectionEditor } from "./CorrectionEditor";
 import { DesktopView, type StreamState } from "../../episode/DesktopView";
 import { clearDraft, loadDraft, saveDraft, worthKeeping } from "./drafts";
 import { openEditor, stepOf, type EditorState } from "./editor";
-import { isReflection, openStepOf, phaseOf, type Phase, type StepView } from "./episode";
+import { isReflection, openStepOf, phaseOf, streamsDesktop, type Phase, type StepView } from "./episode";
 import { decisionMs, useEpisodeSocket } from "./socket";
 import { Trajectory } from "./Trajectory";
 import { Driving } from "./Driving";
@@ -261,7 +261,7 @@ export function Workspace() {
         ) : (
           <DesktopView
             episode={episodeId}
-            streaming={!view.ended && !view.desktopFailed}
+            streaming={streamsDesktop(view)}
             screen={screen}
             screenshotUrl={last ? `/api/screenshots/${last.screenshot}/` : null}
             proposal={phase === "deciding" ? (valid?.action ?? null) : null}

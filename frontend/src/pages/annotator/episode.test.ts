@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { EMPTY, isReflection, openStepOf, phaseOf, reduce } from "./episode";
+import { EMPTY, isReflection, openStepOf, phaseOf, reduce, streamsDesktop } from "./episode";
 import { backoff, pendingAfterState } from "./socket";
 import type { EpisodeStatePayload } from "../../domain/socket";
 import type { Proposal } from "../../domain/actions";
@@ -195,6 +195,18 @@ describe("driving the desktop", () => {
     expect(phaseOf(handed)).toBe("saving");
     const saved = reduce(handed, { event: "demonstrated", payload: { from_step: 1, steps: 2, skipped: [] } });
     expect(saved.saving).toBe(false);
+  });
+
+  it("streams the desktop no more from a finish: its steps saved, it is about to end", () => {
+    const taken = reduce(proposed, { event: "driving", payload: driving });
+    expect(streamsDesktop(taken)).toBe(true);
+    const finishing = reduce(taken, { event: "finishing", payload: { ...driving, ended: true } });
+    const saved = reduce(finishing, { event: "demonstrated", payload: { from_step: 1, steps: 2, skipped: [] } });
+    expect([saved.saving, saved.ended, streamsDesktop(saved)]).toEqual([false, false, false]);
+    const stillOpen = reduce(saved, { event: "state", payload: state({ demonstration: true }) });
+    expect(streamsDesktop(stillOpen)).toBe(false);
+    const ended = reduce(stillOpen, { event: "state", payload: state({ demonstration: true, ended: true }) });
+    expect([ended.finishing, streamsDesktop(ended)]).toEqual([false, false]);
   });
 
   it("comes back with a reload: the state says who drives", () => {

@@ -40,6 +40,8 @@ export interface EpisodeView {
   driving: Driving | null;
   /** Set from the hand back (or finish) until the recorded input has become steps. */
   saving: boolean;
+  /** Set from a finish until the episode has ended: its desktop is not streamed again. */
+  finishing: boolean;
 }
 
 export const EMPTY: EpisodeView = {
@@ -58,6 +60,7 @@ export const EMPTY: EpisodeView = {
   demonstration: false,
   driving: null,
   saving: false,
+  finishing: false,
 };
 
 const UNAVAILABLE = "model unavailable: ";
@@ -102,6 +105,7 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
         demonstration: state.demonstration ?? false,
         driving: state.driving ?? null,
         saving: view.saving && !state.ended && !(state.driving ?? null),
+        finishing: view.finishing && !state.ended,
       };
     }
     case "observation": {
@@ -201,8 +205,9 @@ export function reduce(view: EpisodeView, message: ServerEvent, now: number = Da
     case "driving":
       return { ...view, driving: message.payload, saving: false, error: null };
     case "handed_back":
-    case "finishing":
       return { ...view, driving: null, saving: true };
+    case "finishing":
+      return { ...view, driving: null, saving: true, finishing: true };
     case "demonstrated":
       // Its steps are written: they come with the state the socket asks for at once (./socket).
       return { ...view, saving: false };
@@ -238,6 +243,12 @@ export function phaseOf(view: EpisodeView): Phase {
   // A newer screen being proposed for keeps the person's controls: only approving waits.
   if (last.proposals.length === 0) return (last.reobserved ?? 0) > 0 ? "reproposing" : "thinking";
   return "deciding";
+}
+
+/** Whether the episode's desktop is streamed: not once it ended, failed, or is being finished
+ * (between its steps being saved and its end, the server refuses a new stream). */
+export function streamsDesktop(view: EpisodeView): boolean {
+  return !view.ended && !view.finishing && !view.desktopFailed;
 }
 
 /** The open step, when there is one to decide. */
