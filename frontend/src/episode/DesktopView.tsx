@@ -8,6 +8,7 @@
 import RFB from "@novnc/novnc";
 import { useCallback, useEffect, useLayoutEffect, useRef, useState, type MouseEvent } from "react";
 import { api } from "../api";
+import { asksAgainAfter, RETRY_MS } from "./streams";
 import { clientToScreen, fitContain, isOnScreen, type Box, type Point, type Size } from "./coords";
 import { ActionOverlay } from "./ActionOverlay";
 import type { Action } from "../domain/actions";
@@ -19,9 +20,9 @@ interface Stream {
   last_refusal?: string | null;
 }
 
-export type StreamState = "connecting" | "live" | "lost" | "off";
+/** `closed`: the server will not stream it (the episode ended, or its desktop was reset). */
+export type StreamState = "connecting" | "live" | "lost" | "closed" | "off";
 
-const RETRY_MS = [1000, 2000, 4000, 8000];
 
 function useDesktopStream(episode: number, enabled: boolean, target: HTMLDivElement | null, control: boolean) {
   const [state, setState] = useState<StreamState>("connecting");
@@ -45,6 +46,10 @@ function useDesktopStream(episode: number, enabled: boolean, target: HTMLDivElem
       } catch (cause) {
         if (disposed) return;
         setError(cause instanceof Error ? cause.message : String(cause));
+        if (!asksAgainAfter(cause)) {
+          setState("closed");
+          return;
+        }
         setState("lost");
         timer = window.setTimeout(connect, RETRY_MS[Math.min(attempt++, RETRY_MS.length - 1)]);
         return;
@@ -195,7 +200,11 @@ export function DesktopView(props: DesktopViewProps) {
       ) : null}
       {!live && streaming ? (
         <p className="stream-note" role="status">
-          {stream.state === "connecting" ? "Connecting to the live desktop…" : "Live desktop lost: reconnecting… (showing the last observation)"}
+          {stream.state === "connecting"
+            ? "Connecting to the live desktop…"
+            : stream.state === "closed"
+              ? "The live desktop is not streamed (showing the last observation)."
+              : "Live desktop lost: reconnecting… (showing the last observation)"}
           {stream.error ? ` ${stream.error}` : ""}
         </p>
       ) : null}

@@ -12,6 +12,7 @@ const STATE_LABEL: Record<StreamState, string> = {
   connecting: "connecting…",
   live: "live, view-only",
   lost: "connection lost, retrying…",
+  closed: "not streamed",
   off: "not watching",
 };
 
