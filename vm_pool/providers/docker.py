@@ -54,7 +54,6 @@ from vm_pool.providers.base import DesktopProvider
 from vm_pool.providers.local import BUILTIN_HOME_TEMPLATE, LocalControl, desktop_files
 from vm_pool.sandbox import bubblewrap as sandbox
 from vm_pool.sandbox import limits as sandbox_limits
-from vm_pool.sandbox.activity import DesktopActivity
 
 LABEL_DESKTOP = "tandem.desktop"
 LABEL_HOST = "tandem.host"
@@ -330,7 +329,7 @@ class DockerProvider(DesktopProvider):
                     client.api.remove_container(container_id, force=True, v=True)
 
     def control(self, spec: DesktopSpec, endpoint: Endpoint) -> LocalControl:
-        return LocalControl(spec, endpoint, DesktopActivity.of(self._accounting_cgroup(spec)))
+        return LocalControl(spec, endpoint, lambda: self._accounting_cgroup(spec))
 
     def _accounting_cgroup(self, spec: DesktopSpec) -> Path | None:
         """The container's cgroup of the unified hierarchy, from its first process's

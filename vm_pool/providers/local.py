@@ -17,7 +17,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -100,10 +100,17 @@ class LocalControl:
     """
 
     def __init__(
-        self, spec: DesktopSpec, endpoint: Endpoint, activity: DesktopActivity | None = None
+        self,
+        spec: DesktopSpec,
+        endpoint: Endpoint,
+        find_activity: Callable[[], Path | None] = lambda: None,
     ) -> None:
         self.agent = AgentClient(endpoint.control_address, spec.agent_key, spec.screen)
-        self._activity = activity
+        # The desktop's cgroup is looked for when its work is first asked for (``activity``),
+        # not here: the annotator's steps never ask, and a container's takes an engine call.
+        self._find_activity = find_activity
+        self._activity: DesktopActivity | None = None
+        self._activity_found = False
         self.desktop_id = spec.desktop_id
         self.display = endpoint.display
         self.screen = spec.screen
@@ -186,7 +193,10 @@ class LocalControl:
 
     def activity(self) -> DesktopActivity | None:
         """The work of the desktop's processes, where the kernel accounts it
-        (``vm_pool.sandbox.activity``): a local desktop's cgroup."""
+        (``vm_pool.sandbox.activity``): a local or container desktop's cgroup."""
+        if not self._activity_found:
+            self._activity = DesktopActivity.of(self._find_activity())
+            self._activity_found = True
         return self._activity
 
     def launch(
@@ -362,8 +372,10 @@ class LocalProvider(DesktopProvider):
         sandbox.release_files(desktop_files(spec.desktop_id))
 
     def control(self, spec: DesktopSpec, endpoint: Endpoint) -> LocalControl:
-        cgroup = None if spec.display is None else sandbox_limits.activity_cgroup(spec.display)
-        return LocalControl(spec, endpoint, DesktopActivity.of(cgroup))
+        display = spec.display
+        if display is None:
+            return LocalControl(spec, endpoint)
+        return LocalControl(spec, endpoint, lambda: sandbox_limits.activity_cgroup(display))
 
     @staticmethod
     def _kill(pgid: int) -> None:
